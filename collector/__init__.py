@@ -1,0 +1,1 @@
+"""ragtrace collector: OTLP/HTTP receiver, ClickHouse store writer and the human review UI."""

@@ -1,0 +1,348 @@
+"""The one store-client factory and schema migrator, shared by the collector and the evaluator.
+
+A store is either a directory (embedded chDB, the default) or a ClickHouse server URL
+``http(s)://user:password@host:8123/database``. Both are reached through clickhouse-connect, so
+the code above this module never knows which one it talks to.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from ragtrace_collector.records import (
+    STAGE_CONTEXT,
+    STAGE_RERANKED,
+    STAGE_RETRIEVED,
+    DocumentRef,
+    TraceRecord,
+)
+
+ENV_STORE = "RAGTRACE_STORE"
+DEFAULT_TENANT = "default"
+DEFAULT_DATABASE = "ragtrace"
+_DB_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class StoreError(Exception):
+    """Base of every store error; the message says what to do."""
+
+
+class StoreLockedError(StoreError):
+    """The embedded store directory is owned by another process."""
+
+
+def default_store_path() -> Path:
+    """``$RAGTRACE_STORE``, else ``$XDG_DATA_HOME/ragtrace/store`` (``~/.local/share/ragtrace/store``)."""
+    env = os.environ.get(ENV_STORE)
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "ragtrace" / "store"
+
+
+def is_server_url(store: str) -> bool:
+    return store.startswith(("http://", "https://"))
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    statements: tuple[str, ...]
+
+
+def load_migrations(variant: str = "single") -> list[Migration]:
+    """Migrations shipped in ``deploy/clickhouse/<variant>/NNNN_name.sql``, in version order."""
+    if variant not in ("single", "cluster"):
+        raise StoreError(f"unknown schema variant {variant!r}: use 'single' or 'cluster'")
+    folder = resources.files("ragtrace_collector.migrations").joinpath(variant)
+    found = []
+    for entry in folder.iterdir():
+        m = re.match(r"^(\d{4})_(\w+)\.sql$", entry.name)
+        if not m:
+            continue
+        text = entry.read_text(encoding="utf-8")
+        statements = tuple(s.strip() for s in re.split(r"^;\s*$", text, flags=re.M) if _has_sql(s))
+        found.append(Migration(int(m.group(1)), m.group(2), statements))
+    return sorted(found, key=lambda mig: mig.version)
+
+
+def _has_sql(chunk: str) -> bool:
+    return any(line.strip() and not line.strip().startswith("--") for line in chunk.splitlines())
+
+
+class Store:
+    """A connected store: a clickhouse-connect client plus the database name.
+
+    All SQL that interpolates user values uses server-side parameters (``{name:Type}``); only the
+    database name (validated against ``[A-Za-z_][A-Za-z0-9_]*``) is formatted into statements.
+    """
+
+    def __init__(self, client: Any, database: str, *, location: str, embedded: bool,
+                 variant: str = "single", cluster: str | None = None) -> None:
+        if not _DB_NAME.match(database):
+            raise StoreError(f"invalid database name {database!r}: use letters, digits and '_'")
+        self.client = client
+        self.database = database
+        self.location = location
+        self.embedded = embedded
+        self.variant = variant
+        self.cluster = cluster
+        # clickhouse-connect clients are not safe for concurrent use; chDB even less so.
+        self.lock = threading.RLock()
+
+    # --- plumbing -------------------------------------------------------------------------
+    def table(self, name: str) -> str:
+        return f"{self.database}.{name}"
+
+    def command(self, sql: str, parameters: dict[str, Any] | None = None) -> Any:
+        with self.lock:
+            return self.client.command(sql, parameters=parameters)
+
+    def query_rows(self, sql: str, parameters: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        with self.lock:
+            return list(self.client.query(sql, parameters=parameters).result_rows)
+
+    def insert(self, table: str, rows: Sequence[Sequence[Any]], columns: Sequence[str]) -> None:
+        if not rows:
+            return
+        with self.lock:
+            self.client.insert(self.table(table), rows, column_names=list(columns))
+
+    def close(self) -> None:
+        with self.lock:
+            try:
+                self.client.close()
+            except Exception:  # closing a dead connection must not mask the caller's error
+                pass
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- schema ---------------------------------------------------------------------------
+    def applied_versions(self) -> set[int]:
+        try:
+            rows = self.query_rows(f"SELECT version FROM {self.table('schema_migrations')} FINAL")
+        except Exception:
+            return set()
+        return {int(r[0]) for r in rows}
+
+    def migrate(self) -> list[Migration]:
+        """Apply every migration not yet applied; idempotent. Returns those applied now."""
+        self.command(f"CREATE DATABASE IF NOT EXISTS {self.database}")
+        self.command(
+            f"CREATE TABLE IF NOT EXISTS {self.table('schema_migrations')} "
+            "(version UInt32, name String, applied_at DateTime64(3, 'UTC')) "
+            "ENGINE = ReplacingMergeTree ORDER BY version"
+        )
+        done = self.applied_versions()
+        applied = []
+        for mig in load_migrations(self.variant):
+            if mig.version in done:
+                continue
+            for stmt in mig.statements:
+                sql = stmt.replace("{db}", self.database)
+                if self.cluster:
+                    sql = sql.replace("{cluster}", self.cluster)
+                self.command(sql)
+            self.insert("schema_migrations", [(mig.version, mig.name, datetime.now())],
+                        ["version", "name", "applied_at"])
+            applied.append(mig)
+        return applied
+
+    def pending_migrations(self) -> list[Migration]:
+        done = self.applied_versions()
+        return [m for m in load_migrations(self.variant) if m.version not in done]
+
+    # --- reading traces -------------------------------------------------------------------
+    def read_traces(
+        self,
+        *,
+        tenant: str = DEFAULT_TENANT,
+        service: str | None = None,
+        release: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        trace_ids: Sequence[str] | None = None,
+        limit: int | None = None,
+        with_content: bool = False,
+    ) -> Iterator[TraceRecord]:
+        """Assembled queries, newest first. Only traces whose root span has arrived are returned."""
+        where = ["tenant = {tenant:String}"]
+        params: dict[str, Any] = {"tenant": tenant}
+        if service is not None:
+            where.append("service = {service:String}")
+            params["service"] = service
+        if release is not None:
+            where.append("release = {release:String}")
+            params["release"] = release
+        if since is not None:
+            where.append("start_time >= {since:DateTime64(3)}")
+            params["since"] = since
+        if until is not None:
+            where.append("start_time < {until:DateTime64(3)}")
+            params["until"] = until
+        if trace_ids is not None:
+            where.append("trace_id IN {trace_ids:Array(String)}")
+            params["trace_ids"] = list(trace_ids)
+        sql = (
+            "SELECT trace_id, query_id, service, release, environment, route, start_time, query, answer "
+            f"FROM {self.table('queries')} FINAL WHERE {' AND '.join(where)} "
+            "ORDER BY start_time DESC, trace_id"
+        )
+        if limit is not None:
+            sql += " LIMIT {limit:UInt64}"
+            params["limit"] = int(limit)
+        roots = self.query_rows(sql, params)
+        # Assemble in chunks so memory stays bounded on large stores.
+        for i in range(0, len(roots), 500):
+            chunk = roots[i : i + 500]
+            yield from self._assemble(tenant, chunk, with_content)
+
+    def _assemble(self, tenant: str, roots: list[tuple[Any, ...]], with_content: bool) -> Iterator[TraceRecord]:
+        ids = [r[0] for r in roots]
+        params = {"tenant": tenant, "ids": ids}
+        content_col = "p.content" if with_content else "''"
+        docs = self.query_rows(
+            f"SELECT d.trace_id, d.stage, d.span_id, d.rank, d.doc_id, d.score, d.content_hash, "
+            f"{content_col}, d.metadata, d.top_k, d.start_time "
+            f"FROM {self.table('documents')} AS d FINAL "
+            + (f"LEFT JOIN (SELECT content_hash, any(content) AS content FROM {self.table('passages')} "
+               "WHERE tenant = {tenant:String} GROUP BY content_hash) AS p ON p.content_hash = d.content_hash "
+               if with_content else "")
+            + "WHERE d.tenant = {tenant:String} AND d.trace_id IN {ids:Array(String)} "
+            "ORDER BY d.trace_id, d.stage, d.start_time, d.span_id, d.rank",
+            params,
+        )
+        by_trace: dict[str, dict[str, list[tuple[Any, ...]]]] = {}
+        for row in docs:
+            by_trace.setdefault(row[0], {}).setdefault(row[1], []).append(row)
+        gold_rows = self.query_rows(
+            f"SELECT trace_id, query_id, doc_id FROM {self.table('gold')} FINAL "
+            "WHERE tenant = {tenant:String} AND relevance > 0 AND (trace_id IN {ids:Array(String)} "
+            "OR query_id IN {qids:Array(String)})",
+            {**params, "qids": [r[1] for r in roots if r[1]]},
+        )
+        gold_by_trace: dict[str, set[str]] = {}
+        gold_by_query: dict[str, set[str]] = {}
+        for trace_id, query_id, doc_id in gold_rows:
+            if trace_id:
+                gold_by_trace.setdefault(trace_id, set()).add(doc_id)
+            elif query_id:
+                gold_by_query.setdefault(query_id, set()).add(doc_id)
+        answers = self._generation_answers([r[0] for r in roots if r[8] is None], tenant)
+        for trace_id, query_id, service, release, env, route, start, query, answer in roots:
+            stages = by_trace.get(trace_id, {})
+            retrieved = _last_span(stages.get(STAGE_RETRIEVED, []), with_content)
+            reranked = _last_span(stages.get(STAGE_RERANKED, []), with_content)
+            context = _last_span(stages.get(STAGE_CONTEXT, []), with_content)
+            derived = False
+            if not context:
+                # OpenInference-only instrumentation: the generator saw the reranker's top_k,
+                # or the retriever's output when there was no reranker.
+                derived = True
+                if reranked:
+                    top_k = next((r[9] for r in stages.get(STAGE_RERANKED, []) if r[9] is not None), None)
+                    context = reranked[: int(top_k)] if top_k else reranked
+                else:
+                    context = retrieved
+            gold = gold_by_trace.get(trace_id) or gold_by_query.get(query_id, set())
+            yield TraceRecord(
+                trace_id=trace_id, query_id=query_id, tenant=tenant, service=service, release=release,
+                environment=env, route=route, start_time=start, query=query,
+                answer=answer if answer is not None else answers.get(trace_id),
+                retrieved=retrieved, reranked=reranked, context=context,
+                gold_ids=tuple(sorted(gold)), complete=True, context_derived=derived,
+            )
+
+    def _generation_answers(self, trace_ids: list[str], tenant: str) -> dict[str, str]:
+        """The answer of a query whose root has none: the last generation span's ``output.value``."""
+        if not trace_ids:
+            return {}
+        rows = self.query_rows(
+            f"SELECT trace_id, argMax(JSONExtractString(attributes, 'output.value'), end_time) "
+            f"FROM {self.table('spans')} FINAL WHERE tenant = {{tenant:String}} AND kind = 'LLM' "
+            "AND trace_id IN {ids:Array(String)} GROUP BY trace_id",
+            {"tenant": tenant, "ids": trace_ids},
+        )
+        return {r[0]: r[1] for r in rows if r[1]}
+
+
+def _last_span(rows: list[tuple[Any, ...]], with_content: bool) -> tuple[DocumentRef, ...]:
+    """Documents of the stage's last span (a query that retrieved twice keeps the final list)."""
+    if not rows:
+        return ()
+    last = rows[-1][2]
+    return tuple(
+        DocumentRef(id=r[4], rank=int(r[3]), score=r[5], content_hash=r[6],
+                    content=(r[7] or None) if with_content else None, metadata=r[8])
+        for r in rows
+        if r[2] == last
+    )
+
+
+def open_store(store: str | os.PathLike[str] | None = None, *, migrate: bool = True,
+               variant: str = "single", cluster: str | None = None) -> Store:
+    """Connect to a store: a directory (embedded chDB) or ``http(s)://user:password@host:port/db``.
+
+    ``None`` means ``$RAGTRACE_STORE`` or the per-user default directory. Raises `StoreLockedError`
+    when another process owns the embedded directory, `StoreError` for anything else.
+    """
+    import clickhouse_connect
+
+    location = str(store) if store is not None else str(default_store_path())
+    if is_server_url(location):
+        url = urlparse(location)
+        database = (url.path or "/").strip("/") or DEFAULT_DATABASE
+        try:
+            client = clickhouse_connect.get_client(
+                host=url.hostname or "localhost",
+                port=url.port or (8443 if url.scheme == "https" else 8123),
+                username=unquote(url.username or "default"),
+                password=unquote(url.password or ""),
+                secure=url.scheme == "https",
+                database="default",
+            )
+        except Exception as exc:
+            raise StoreError(f"cannot reach the ClickHouse server at {url.hostname}:{url.port}: {exc}") from exc
+        st = Store(client, database, location=_redacted(location), embedded=False, variant=variant, cluster=cluster)
+    else:
+        path = Path(location).expanduser()
+        if path.exists() and not path.is_dir():
+            raise StoreError(f"--store {path} is a file; give a directory (embedded store) or a server URL")
+        path.mkdir(parents=True, exist_ok=True)
+        try:
+            client = clickhouse_connect.get_client(interface="chdb", path=str(path))
+        except Exception as exc:
+            if "lock" in str(exc).lower():
+                raise StoreLockedError(
+                    f"the embedded store {path} is in use by another process (usually `ragtrace serve`). "
+                    "An embedded store allows one process at a time: run this command through the "
+                    "serving process (e.g. `ragtrace audit --server URL`), stop it first, or use a "
+                    "ClickHouse server URL for --store."
+                ) from exc
+            raise StoreError(f"cannot open the embedded store {path}: {exc}") from exc
+        st = Store(client, DEFAULT_DATABASE, location=str(path), embedded=True, variant=variant)
+    if migrate:
+        st.migrate()
+    return st
+
+
+def _redacted(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    parsed = urlparse(url)
+    if parsed.password:
+        return url.replace(f":{parsed.password}@", ":***@")
+    return url

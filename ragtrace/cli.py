@@ -1,0 +1,91 @@
+"""The `ragtrace` command: one console script, subcommands loaded on demand.
+
+The SDK distribution owns the entry point but none of the heavy code: each subcommand lives in
+the package of its extra and is imported only when it runs, so `pip install ragtrace` stays light
+and a subcommand whose extra is missing says exactly which install adds it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Command:
+    target: str  # "module:function"; the function takes argv (list[str]) and returns an exit code
+    extra: str
+    summary: str
+
+
+COMMANDS: dict[str, Command] = {
+    "serve": Command("ragtrace_collector.cli:serve_main", "collector",
+                     "run the OTLP/HTTP collector and review UI"),
+    "traces": Command("ragtrace_collector.cli:traces_main", "collector", "list or show stored traces"),
+    "store": Command("ragtrace_collector.cli:store_main", "collector", "store administration (migrate)"),
+    "reviewers": Command("ragtrace_collector.review.cli:reviewers_main", "collector",
+                         "add, list or disable human reviewers"),
+    "review": Command("ragtrace_collector.review.cli:review_main", "evaluator",
+                      "review queues: enqueue, agreement, export"),
+    "audit": Command("ragtrace_evaluator.audit_cli:audit_main", "evaluator",
+                     "label sampled traces with their failing boundary"),
+    "labels": Command("ragtrace_evaluator.audit_cli:labels_main", "evaluator", "import gold labels (TREC qrels)"),
+    "metrics": Command("ragtrace_evaluator.metrics_cli:metrics_main", "evaluator",
+                       "trec_eval-compatible retrieval metrics on qrels + run files"),
+    "compare": Command("ragtrace_evaluator.compare_cli:compare_main", "evaluator",
+                       "compare two releases with paired statistics and gates"),
+    "demo": Command("ragtrace_examples.demo:demo_main", "examples",
+                    "run the end-to-end demo on the embedded store"),
+}
+
+# Modules whose absence means "the extra is not installed" rather than a bug of ours.
+_EXTRA_MODULES = {
+    "fastapi", "uvicorn", "clickhouse_connect", "chdb", "jinja2", "rich", "httpx", "numpy", "scipy",
+    "torch", "transformers", "matplotlib", "tqdm", "bm25s", "opentelemetry.proto", "google.protobuf",
+    "multipart", "python_multipart",
+}
+
+
+def _usage() -> str:
+    width = max(len(n) for n in COMMANDS)
+    lines = ["usage: ragtrace COMMAND [ARGS...]", "", "commands:"]
+    lines += [f"  {name:<{width}}  {cmd.summary}" for name, cmd in COMMANDS.items()]
+    lines += ["", "Run `ragtrace COMMAND --help` for a command's options."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(_usage())
+        return 0
+    if args[0] == "--version":
+        from ragtrace import __version__
+
+        print(f"ragtrace {__version__}")
+        return 0
+    name, rest = args[0], args[1:]
+    cmd = COMMANDS.get(name)
+    if cmd is None:
+        print(f"ragtrace: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    module_name, func_name = cmd.target.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        missing = (exc.name or "").split(".")[0]
+        if exc.name in _EXTRA_MODULES or missing in _EXTRA_MODULES:
+            print(
+                f"ragtrace {name}: needs the '{cmd.extra}' extra ({exc.name} is not installed).\n"
+                f"Install it with:  pip install 'ragtrace[{cmd.extra}]'",
+                file=sys.stderr,
+            )
+            return 2
+        raise
+    result: int = getattr(module, func_name)(rest)
+    return result
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""Span attribute names: the wire contract between the SDK, the collector and the evaluator.
+
+Every attribute ragtrace writes or reads is named here and nowhere else. The names follow
+OpenInference so spans from other OpenInference instrumentation (LlamaIndex, LangChain, ...)
+are understood too; ragtrace adds only what OpenInference lacks, under the ``ragtrace.`` prefix.
+
+Documents are flattened the OpenInference way: ``<prefix>.{i}.document.<field>`` where ``i`` is
+the rank from 0, in the order the service used them.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Final
+
+# --- span kinds (OpenInference) --------------------------------------------------------------
+SPAN_KIND: Final = "openinference.span.kind"
+
+
+class SpanKind(str, Enum):
+    """Values of ``openinference.span.kind`` that ragtrace emits or understands."""
+
+    CHAIN = "CHAIN"  # the root span of one query
+    RETRIEVER = "RETRIEVER"
+    RERANKER = "RERANKER"
+    LLM = "LLM"  # the generation step
+    EMBEDDING = "EMBEDDING"
+    TOOL = "TOOL"
+    AGENT = "AGENT"
+
+
+# --- generic input / output (OpenInference) --------------------------------------------------
+INPUT_VALUE: Final = "input.value"
+INPUT_MIME_TYPE: Final = "input.mime_type"
+OUTPUT_VALUE: Final = "output.value"
+OUTPUT_MIME_TYPE: Final = "output.mime_type"
+
+# --- documents (OpenInference) ---------------------------------------------------------------
+RETRIEVAL_DOCUMENTS: Final = "retrieval.documents"
+RERANKER_INPUT_DOCUMENTS: Final = "reranker.input_documents"
+RERANKER_OUTPUT_DOCUMENTS: Final = "reranker.output_documents"
+RERANKER_QUERY: Final = "reranker.query"
+RERANKER_TOP_K: Final = "reranker.top_k"
+RERANKER_MODEL_NAME: Final = "reranker.model_name"
+LLM_MODEL_NAME: Final = "llm.model_name"
+
+# Per-document fields, appended after ``<prefix>.{i}.``
+DOCUMENT_ID: Final = "document.id"
+DOCUMENT_SCORE: Final = "document.score"
+DOCUMENT_CONTENT: Final = "document.content"
+DOCUMENT_METADATA: Final = "document.metadata"  # a JSON string
+# ragtrace: sha256 hex of the original (pre-truncation, post-redaction) content, so passages are
+# identifiable when content is truncated or omitted.
+DOCUMENT_CONTENT_HASH: Final = "document.content_hash"
+
+# --- ragtrace additions ----------------------------------------------------------------------
+QUERY_ID: Final = "ragtrace.query.id"  # optional stable id, joins with gold labels
+GOLD_DOCUMENT_IDS: Final = "ragtrace.gold.document_ids"  # string array of known-relevant ids
+CONTEXT_DOCUMENTS: Final = "ragtrace.context.documents"  # exactly what the generator was given
+CONTENT_MODE: Final = "ragtrace.content.mode"  # "full" | "truncate:N" | "hash"
+ANSWER_STREAMED: Final = "ragtrace.answer.streamed"  # bool: the answer was a stream of chunks
+FEEDBACK_SCORE: Final = "ragtrace.feedback.score"  # float in [0, 1], user feedback after the fact
+FEEDBACK_COMMENT: Final = "ragtrace.feedback.comment"
+# A span that carries gold ids or feedback after the fact names the trace it is about.
+ANNOTATES_TRACE_ID: Final = "ragtrace.annotates.trace_id"  # 32 hex chars
+ANNOTATION_KIND: Final = "ragtrace.annotation.kind"  # "gold" | "feedback"
+SDK_VERSION: Final = "ragtrace.sdk.version"
+
+# --- HTTP (OpenTelemetry semantic conventions), set by the ASGI middleware --------------------
+HTTP_ROUTE: Final = "http.route"
+HTTP_REQUEST_METHOD: Final = "http.request.method"
+HTTP_RESPONSE_STATUS_CODE: Final = "http.response.status_code"
+URL_PATH: Final = "url.path"
+
+# --- resource attributes ---------------------------------------------------------------------
+SERVICE_NAME: Final = "service.name"
+SERVICE_VERSION: Final = "service.version"  # the release being evaluated
+DEPLOYMENT_ENVIRONMENT: Final = "deployment.environment.name"
+
+
+def document_attribute(prefix: str, index: int, field: str) -> str:
+    """The flattened attribute name of one document field, e.g. ``retrieval.documents.0.document.id``."""
+    return f"{prefix}.{index}.{field}"
+
+
+#: Document list prefixes in the order of the pipeline.
+DOCUMENT_PREFIXES: Final = (
+    RETRIEVAL_DOCUMENTS,
+    RERANKER_INPUT_DOCUMENTS,
+    RERANKER_OUTPUT_DOCUMENTS,
+    CONTEXT_DOCUMENTS,
+)
