@@ -8,6 +8,7 @@ and a subcommand whose extra is missing says exactly which install adds it.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from dataclasses import dataclass
 
@@ -39,12 +40,23 @@ COMMANDS: dict[str, Command] = {
                     "run the end-to-end demo on the embedded store"),
 }
 
-# Modules whose absence means "the extra is not installed" rather than a bug of ours.
-_EXTRA_MODULES = {
-    "fastapi", "uvicorn", "clickhouse_connect", "chdb", "jinja2", "rich", "httpx", "numpy", "scipy",
-    "torch", "transformers", "matplotlib", "tqdm", "bm25s", "opentelemetry.proto", "google.protobuf",
-    "multipart", "python_multipart",
+# What each extra must make importable; checked before a subcommand is imported, so a missing
+# extra is reported as such rather than as a traceback from deep inside.
+EXTRA_MODULES: dict[str, tuple[str, ...]] = {
+    "collector": ("fastapi", "uvicorn", "clickhouse_connect", "jinja2", "rich", "opentelemetry.proto"),
+    "evaluator": ("fastapi", "clickhouse_connect", "numpy", "scipy", "torch", "transformers", "matplotlib"),
+    "examples": ("fastapi", "clickhouse_connect", "numpy", "torch", "bm25s"),
 }
+
+
+def _missing_module(extra: str) -> str | None:
+    for name in EXTRA_MODULES[extra]:
+        try:
+            if importlib.util.find_spec(name) is None:
+                return name
+        except (ImportError, ValueError):
+            return name
+    return None
 
 
 def _usage() -> str:
@@ -70,19 +82,16 @@ def main(argv: list[str] | None = None) -> int:
     if cmd is None:
         print(f"ragtrace: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
+    missing = _missing_module(cmd.extra)
+    if missing is not None:
+        print(
+            f"ragtrace {name}: needs the '{cmd.extra}' extra ({missing} is not installed).\n"
+            f"Install it with:  pip install 'ragtrace[{cmd.extra}]'",
+            file=sys.stderr,
+        )
+        return 2
     module_name, func_name = cmd.target.split(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        missing = (exc.name or "").split(".")[0]
-        if exc.name in _EXTRA_MODULES or missing in _EXTRA_MODULES:
-            print(
-                f"ragtrace {name}: needs the '{cmd.extra}' extra ({exc.name} is not installed).\n"
-                f"Install it with:  pip install 'ragtrace[{cmd.extra}]'",
-                file=sys.stderr,
-            )
-            return 2
-        raise
+    module = importlib.import_module(module_name)
     result: int = getattr(module, func_name)(rest)
     return result
 

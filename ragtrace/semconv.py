@@ -10,14 +10,14 @@ the rank from 0, in the order the service used them.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Final
 
 # --- span kinds (OpenInference) --------------------------------------------------------------
 SPAN_KIND: Final = "openinference.span.kind"
 
 
-class SpanKind(str, Enum):
+class SpanKind(StrEnum):
     """Values of ``openinference.span.kind`` that ragtrace emits or understands."""
 
     CHAIN = "CHAIN"  # the root span of one query
