@@ -1,0 +1,148 @@
+"""End to end on the real chDB engine: traces with injected failures -> run_audit -> right primary mode,
+labels written back, resumable, deterministic sampling, per-trace JSON Lines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ragtrace_evaluator.audit import AuditError, run_audit
+from ragtrace_evaluator.manifest import load_manifest
+
+from .fixtures import KeywordGrounding, KeywordRelevance, Trace, scenario, write_traces
+
+PER_TRACE_KEYS = {"trace_id", "query_id", "release", "service", "manifest_id", "failure_mode", "gold_in_pool",
+                  "gold_in_context", "retrieval", "ranking", "generation", "metrics", "pass", "score", "confidence"}
+
+
+def _audit(store: Any, tenant: str, **kw: Any) -> dict[str, Any]:
+    kw.setdefault("grounding", KeywordGrounding())
+    kw.setdefault("relevance_labeller", None)
+    return run_audit(store, tenant=tenant, **kw)
+
+
+def test_each_injected_failure_gets_its_mode(chdb_store: Any, tmp_path: Path) -> None:
+    tenant = "audit-modes"
+    traces = scenario("m")
+    write_traces(chdb_store, tenant, list(traces.values()))
+    out = tmp_path / "labels.jsonl"
+    report = _audit(chdb_store, tenant, per_trace=out)
+    records = {json.loads(line)["trace_id"]: json.loads(line) for line in out.read_text().splitlines()}
+    assert len(records) == len(traces) == report["n"]
+    for expected, tr in traces.items():
+        rec = records[tr.trace_id]
+        assert rec["failure_mode"] == expected.split("-")[0], (expected, rec)
+        assert set(rec) >= PER_TRACE_KEYS
+        assert rec["retrieval"]["gold_source"] == "span"
+
+    under = records[traces["under_use"].trace_id]
+    assert under["generation"]["verdict"] == "abstained" and under["score"] is None and under["pass"] is False
+    assert under["generation"]["refusal_justified"] is False and under["generation"]["groundedness"] is None
+    refusal = records[traces["retrieval_gap-refusal"].trace_id]
+    assert refusal["generation"]["refusal_justified"] is True
+    gap = records[traces["retrieval_gap"].trace_id]
+    assert gap["pass"] is True and gap["gold_in_context"] is False  # pass is independent of gold
+    inv = records[traces["rank_inversion-incontext"].trace_id]
+    assert inv["ranking"] == {"ok": False, "best_gold_rank": 1, "best_distractor_rank": 0}
+    ok = records[traces["ok"].trace_id]
+    assert ok["metrics"]["recip_rank"] == 1.0 and ok["metrics"]["recall_5"] == 1.0 and ok["score"] == 1.0
+    fab = records[traces["fabrication"].trace_id]
+    assert fab["generation"]["verdict"] == "contradicted" and fab["pass"] is False
+
+    # summary: counts, Wilson CIs, contingency, abstention
+    modes = report["failure_modes"]
+    assert modes["retrieval_gap"]["count"] == 2 and modes["rank_inversion"]["count"] == 2
+    assert modes["ok"]["count"] == 2 and modes["under_use"]["count"] == 1 and modes["fabrication"]["count"] == 1
+    lo, hi = modes["ok"]["ci95"]
+    assert lo < 2 / 8 < hi
+    assert report["abstention"]["count"] == 2
+    assert (report["abstention"]["justified"], report["abstention"]["unjustified"]) == (1, 1)
+    cells = {(c["gold_in_pool"], c["gold_in_context"], c["generation"]): c["n"]
+             for c in report["contingency"]["cells"]}
+    assert len(cells) == 12 and sum(cells.values()) == 8
+    assert cells[(False, False, "abstained")] == 1 and cells[(True, True, "abstained")] == 1
+    assert cells[(True, False, "entailed")] == 1
+    assert report["metrics"]["retrieval"]["gold_in_pool"]["rate"] == pytest.approx(6 / 8)
+
+    # written back: labels rows and the manifest
+    rows = chdb_store.query_rows(
+        f"SELECT trace_id, failure_mode, generation, passed, detail FROM {chdb_store.table('labels')} FINAL "
+        "WHERE tenant = {t:String} AND manifest_id = {m:String}", {"t": tenant, "m": report["manifest_id"]})
+    assert {r[0]: r[1] for r in rows} == {tr.trace_id: k.split("-")[0] for k, tr in traces.items()}
+    assert json.loads(rows[0][4])["manifest_id"] == report["manifest_id"]
+    stored = load_manifest(chdb_store, report["manifest_id"])
+    assert stored is not None and stored["grounding_labeller"]["kind"] == "test-keyword"
+    assert stored["code_version"]["package"]
+
+
+def test_resumes_under_same_manifest(chdb_store: Any) -> None:
+    tenant = "audit-resume"
+    write_traces(chdb_store, tenant, list(scenario("r").values()))
+    first = _audit(chdb_store, tenant, sample=5)
+    assert first["sampling"]["n_labelled_now"] == 5
+    labeller = KeywordGrounding()
+    second = _audit(chdb_store, tenant, sample=8, grounding=labeller)
+    assert second["sampling"]["n_resumed"] == 5 and second["sampling"]["n_labelled_now"] == 3
+    assert labeller.calls == 3  # only the new traces were judged
+    third = _audit(chdb_store, tenant, sample=8, grounding=labeller)
+    assert third["sampling"]["n_labelled_now"] == 0 and labeller.calls == 3
+    assert third["failure_modes"] == second["failure_modes"]
+    # a different manifest (retrieval-only stages) labels everything again
+    retr = _audit(chdb_store, tenant, sample=8, stages="retrieval")
+    assert retr["manifest_id"] != second["manifest_id"] and retr["sampling"]["n_labelled_now"] == 8
+    assert retr["contingency"]["n_unlabelled_generation"] == 8
+    assert retr["failure_modes"]["fabrication"]["count"] == 0
+
+
+def test_sampling_and_shards_agree(chdb_store: Any) -> None:
+    tenant = "audit-shards"
+    traces = [Trace(f"s{i:03d}", f"r{i % 2}", ["gold", "freeze"], ["gold"], "Water boils at 100 degrees Celsius.",
+                    gold=["gold"], route=f"/r{i % 3}") for i in range(60)]
+    write_traces(chdb_store, tenant, traces)
+    whole = _audit(chdb_store, tenant, sample=20, stages="retrieval", per_trace=None)
+    assert whole["n"] == 20
+    ids = set()
+    for i in range(3):
+        part = _audit(chdb_store, tenant, sample=20, stages="retrieval", shard=f"{i}/3")
+        ids |= {r for r in _ids(chdb_store, tenant, part["manifest_id"])}
+    assert len(ids) == 20
+    strat = _audit(chdb_store, tenant, sample=4, stratify="release,route", stages="retrieval")
+    assert strat["n"] == 4 * 6
+    only_r1 = _audit(chdb_store, tenant, release="r1", rate=0.5, stages="retrieval")
+    assert 0 < only_r1["n"] < 30 and only_r1["sampling"]["n_candidates"] == 30
+
+
+def _ids(store: Any, tenant: str, mid: str) -> set[str]:
+    rows = store.query_rows(f"SELECT trace_id FROM {store.table('labels')} FINAL WHERE tenant = {{t:String}} "
+                            "AND manifest_id = {m:String}", {"t": tenant, "m": mid})
+    return {r[0] for r in rows}
+
+
+def test_gold_from_qrels_and_from_relevance_labeller(chdb_store: Any) -> None:
+    tenant = "audit-gold"
+    no_gold = Trace("g-none", "r1", ["freeze", "gold"], ["freeze", "gold"], "Water boils at 100 degrees Celsius.")
+    by_query = Trace("g-q", "r1", ["freeze", "gold"], ["freeze"], "Water freezes at 0 degrees Celsius.",
+                     query_id="Q7")
+    write_traces(chdb_store, tenant, [no_gold, by_query])
+    chdb_store.insert("gold", [(tenant, "Q7", "", "gold", 1, "qrels", no_gold.start)],
+                      ["tenant", "query_id", "trace_id", "doc_id", "relevance", "source", "added_at"])
+    report = _audit(chdb_store, tenant, relevance=KeywordRelevance("boils 100"), relevance_labeller="x")
+    assert report["gold_sources"] == {"labeller": 1, "qrels": 1}
+    assert report["manifest"]["relevance_labeller"]["kind"] == "test-relevance"
+    unknown = _audit(chdb_store, tenant, relevance_labeller="none")
+    assert unknown["gold_sources"] == {"none": 1, "qrels": 1}
+    assert unknown["contingency"]["n_unknown_gold"] == 1
+    assert unknown["metrics"]["retrieval"]["recall_5"]["n_undefined"] == 1
+
+
+def test_bad_options_say_what_to_fix(chdb_store: Any) -> None:
+    with pytest.raises(AuditError, match="--stages"):
+        _audit(chdb_store, "x", stages="rank")
+    with pytest.raises(AuditError, match="not both"):
+        _audit(chdb_store, "x", sample=3, rate=0.5)
+    with pytest.raises(AuditError, match="--since"):
+        _audit(chdb_store, "x", since="yesterday")
+    with pytest.raises(AuditError, match="--shard"):
+        _audit(chdb_store, "x", shard="3/3")
