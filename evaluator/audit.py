@@ -67,7 +67,22 @@ def _seconds(n: int) -> Any:
     return timedelta(seconds=n)
 
 
-def _factory(modules: Sequence[str], attr: str) -> Callable[[str], Any]:
+def _factory(modules: Sequence[str], attr: str, name: str) -> Any:
+    """Build a labeller by name. ``py:MODULE:FUNCTION`` calls any importable factory (plug-ins);
+    other names go to the installed factory ``attr(name)``."""
+    if name.startswith("py:"):
+        module_name, _, func = name[3:].partition(":")
+        if not module_name or not func:
+            raise AuditError(f"labeller {name!r}: use py:MODULE:FUNCTION, e.g. py:mypkg.labellers:make")
+        try:
+            factory = getattr(importlib.import_module(module_name), func)
+        except (ImportError, AttributeError) as exc:
+            raise AuditError(f"labeller {name!r}: cannot load {module_name}:{func} ({exc})") from exc
+        return factory("")
+    return _find_factory(modules, attr)(name)
+
+
+def _find_factory(modules: Sequence[str], attr: str) -> Callable[[str], Any]:
     for name in modules:
         try:
             module = importlib.import_module(name)
@@ -87,11 +102,11 @@ def resolve_labellers(*, stages: str, labeller: str, relevance_labeller: str | N
     if stages not in STAGES:
         raise AuditError(f"--stages {stages!r}: use 'retrieval' or 'all'")
     if stages == "all" and grounding is None:
-        grounding = _factory(_GROUNDING_FACTORIES, "make_grounding_labeller")(labeller)
+        grounding = _factory(_GROUNDING_FACTORIES, "make_grounding_labeller", labeller)
     if stages == "retrieval":
         grounding = None
-    if relevance is None and relevance_labeller not in (None, "none"):
-        relevance = _factory(_RELEVANCE_FACTORIES, "make_relevance_labeller")(relevance_labeller)
+    if relevance is None and relevance_labeller is not None and relevance_labeller != "none":
+        relevance = _factory(_RELEVANCE_FACTORIES, "make_relevance_labeller", relevance_labeller)
     return grounding, relevance
 
 
@@ -240,11 +255,13 @@ def run_audit(
     batch_size: int = 32,
     grounding: GroundingLabeller | None = None,
     relevance: RelevanceLabeller | None = None,
+    return_records: bool = False,
 ) -> dict[str, Any]:
     """Audit the sampled traces; returns the JSON summary report (see `audit_summary.summarise`).
 
     ``per_trace`` (a path or an open text file) receives one JSON line per sampled trace, resumed
     ones included. ``resume=False`` relabels traces already labelled under the same manifest.
+    ``return_records=True`` adds them to the report under ``records`` (for `ragtrace audit --server`).
     """
     started = time.perf_counter()
     since_dt, until_dt = parse_time(since, "since"), parse_time(until, "until")
@@ -300,6 +317,8 @@ def run_audit(
     report["filters"] = {"tenant": tenant, "service": service, "release": release,
                          "since": since_dt.isoformat() if since_dt else None,
                          "until": until_dt.isoformat() if until_dt else None, "stages": stages}
+    if return_records:
+        report["records"] = all_records
     elapsed = time.perf_counter() - started
     report["timing"] = {"seconds": round(elapsed, 3), "label_seconds": round(label_seconds, 3),
                         "traces_per_second": round(len(new) / label_seconds, 2) if new and label_seconds else None}

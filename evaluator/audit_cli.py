@@ -1,0 +1,200 @@
+"""`ragtrace audit` and `ragtrace labels import`.
+
+``ragtrace audit --store STORE ...`` runs the audit in this process; ``--server URL`` asks a running
+`ragtrace serve` (which owns an embedded store) to run it through ``POST /api/audit`` and prints
+the report it returns. Both print the same tables and write the same files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ENV_TOKEN = "RAGTRACE_TOKEN"
+
+
+def _audit_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ragtrace audit",
+        description="Label sampled traces with their failing boundary (retrieval_gap, rank_inversion, "
+        "under_use, fabrication, ok) and write the labels back to the store.",
+    )
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--store", help="embedded store directory or http(s)://user:pw@host:8123/db "
+                       "(default: $RAGTRACE_STORE or ~/.local/share/ragtrace/store)")
+    where.add_argument("--server", metavar="URL", help="ask a running `ragtrace serve` at URL to run the audit")
+    p.add_argument("--token", default=None, help=f"bearer token for --server (default: ${ENV_TOKEN})")
+    p.add_argument("--tenant", default="default", help="tenant to audit (direct --store only; the server "
+                   "derives it from the token)")
+    p.add_argument("--service")
+    p.add_argument("--release")
+    p.add_argument("--since", help="ISO time or relative (-1h, -7d)")
+    p.add_argument("--until", help="ISO time or relative (-1h, -7d)")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--sample", type=int, metavar="N",
+                      help="N traces (per stratum with --stratify), by trace-id hash")
+    size.add_argument("--rate", type=float, metavar="F", help="share of traces in (0, 1], by trace-id hash")
+    p.add_argument("--stratify", metavar="COLS", help="stratify --sample by release, route or release,route")
+    p.add_argument("--shard", metavar="i/n", help="label only shard i of n (shards count from 0)")
+    p.add_argument("--stages", choices=("retrieval", "all"), default="all")
+    p.add_argument("--labeller", default="offline",
+                   help="grounding labeller: offline (default), nli:MODEL, ... or py:MODULE:FUNCTION")
+    p.add_argument("--relevance-labeller", default="offline",
+                   help="relevance labeller for traces without gold ('none' = leave relevance unknown)")
+    p.add_argument("--json", dest="json_path", metavar="REPORT", help="write the JSON summary here ('-' = stdout)")
+    p.add_argument("--per-trace", metavar="FILE.jsonl", help="write one JSON label record per trace")
+    p.add_argument("--no-resume", action="store_true", help="relabel traces already labelled under this manifest")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for --server (default 3600)")
+    p.add_argument("--quiet", action="store_true", help="no tables, no progress bar")
+    return p
+
+
+def audit_main(argv: list[str]) -> int:
+    args = _audit_parser().parse_args(argv)
+    options: dict[str, Any] = {
+        "service": args.service, "release": args.release, "since": args.since, "until": args.until,
+        "sample": args.sample, "rate": args.rate, "stratify": args.stratify, "shard": args.shard,
+        "stages": args.stages, "labeller": args.labeller,
+        "relevance_labeller": args.relevance_labeller,
+        "resume": not args.no_resume, "batch_size": args.batch_size,
+    }
+    options = {k: v for k, v in options.items() if v is not None}
+    if args.server:
+        code, report = _remote_audit(args.server, options, token=args.token or os.environ.get(ENV_TOKEN),
+                                     want_records=bool(args.per_trace), timeout=args.timeout)
+        if code:
+            return code
+        records = report.pop("records", None)
+        if args.per_trace:
+            if records is None:
+                print("ragtrace audit: the server did not return per-trace records; upgrade the server",
+                      file=sys.stderr)
+                return 1
+            _write_jsonl(Path(args.per_trace), records)
+    else:
+        code, report = _local_audit(args, options)
+        if code:
+            return code
+    if args.json_path:
+        text = json.dumps(report, indent=2, default=str)
+        if args.json_path == "-":
+            print(text)
+        else:
+            Path(args.json_path).write_text(text + "\n", encoding="utf-8")
+    if not args.quiet and args.json_path != "-":
+        from ragtrace_evaluator.audit_tables import print_report
+
+        print_report(report)
+    return 0
+
+
+def _local_audit(args: argparse.Namespace, options: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    from ragtrace_collector.store import StoreError, open_store
+    from ragtrace_evaluator.audit import AuditError, run_audit
+
+    try:
+        store = open_store(args.store)
+    except StoreError as exc:
+        print(f"ragtrace audit: {exc}", file=sys.stderr)
+        return 1, {}
+    try:
+        report = run_audit(store, tenant=args.tenant, per_trace=args.per_trace,
+                           progress=not args.quiet and sys.stderr.isatty(), **options)
+    except AuditError as exc:
+        print(f"ragtrace audit: {exc}", file=sys.stderr)
+        return 2, {}
+    finally:
+        store.close()
+    return 0, report
+
+
+def _remote_audit(server: str, options: dict[str, Any], *, token: str | None, want_records: bool,
+                  timeout: float) -> tuple[int, dict[str, Any]]:
+    import httpx
+
+    url = server.rstrip("/") + "/api/audit"
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    body = {**options, "return_records": want_records}
+    try:
+        resp = httpx.post(url, json=body, headers=headers, timeout=timeout)
+    except httpx.HTTPError as exc:
+        print(f"ragtrace audit: cannot reach {url}: {exc}. Is `ragtrace serve` running there?", file=sys.stderr)
+        return 1, {}
+    if resp.status_code != 200:
+        detail = resp.text[:2000]
+        hint = {401: " (give --token or set $RAGTRACE_TOKEN)", 404: " (the server has no audit endpoint)",
+                501: " (install the evaluator extra on the server)"}.get(resp.status_code, "")
+        print(f"ragtrace audit: server answered {resp.status_code}{hint}: {detail}", file=sys.stderr)
+        return (2 if resp.status_code in (400, 422) else 1), {}
+    return 0, resp.json()  # type: ignore[no-any-return]
+
+
+def _write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as fh:
+        for rec in records:
+            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+
+
+# --- ragtrace labels import ---------------------------------------------------------------------------
+def _labels_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ragtrace labels", description="Gold labels for the audit.")
+    sub = p.add_subparsers(dest="action", required=True)
+    imp = sub.add_parser("import", help="import TREC qrels keyed by ragtrace.query.id (source 'qrels')",
+                         description="Import TREC qrels ('query_id iteration doc_id relevance'); query_id is the "
+                         "ragtrace.query.id attribute of the root span. Re-importing replaces earlier judgements.")
+    imp.add_argument("qrels", help="TREC qrels file")
+    imp.add_argument("--store", help="embedded store directory or server URL (default: $RAGTRACE_STORE)")
+    imp.add_argument("--tenant", default="default")
+    return p
+
+
+def labels_main(argv: list[str]) -> int:
+    args = _labels_parser().parse_args(argv)
+    from ragtrace_collector.store import StoreError, open_store
+    from ragtrace_evaluator.trec import TrecFormatError, read_qrels
+
+    try:
+        qrels = read_qrels(args.qrels)
+    except FileNotFoundError:
+        print(f"ragtrace labels import: {args.qrels}: no such file", file=sys.stderr)
+        return 2
+    except TrecFormatError as exc:
+        print(f"ragtrace labels import: {exc}", file=sys.stderr)
+        return 2
+    try:
+        store = open_store(args.store)
+    except StoreError as exc:
+        print(f"ragtrace labels import: {exc}", file=sys.stderr)
+        return 1
+    with store:
+        summary = import_qrels(store, qrels, tenant=args.tenant)
+    print(f"imported {summary['judgements']} judgements ({summary['relevant']} relevant) for "
+          f"{summary['queries']} queries into {store.location}; {summary['matched_queries']} of those query ids "
+          "match stored traces")
+    if summary["queries"] and not summary["matched_queries"]:
+        print("note: no stored trace carries these query ids yet (ragtrace.query.id on the root span); "
+              "the gold applies as soon as such traces arrive", file=sys.stderr)
+    return 0
+
+
+def import_qrels(store: Any, qrels: dict[str, dict[str, int]], *, tenant: str = "default") -> dict[str, int]:
+    """Write qrels into the ``gold`` table (source 'qrels', keyed by query id; idempotent)."""
+    now = datetime.now(UTC)
+    rows = [(tenant, qid, "", doc, rel, "qrels", now) for qid, docs in qrels.items() for doc, rel in docs.items()]
+    for i in range(0, len(rows), 50_000):
+        store.insert("gold", rows[i : i + 50_000],
+                     ["tenant", "query_id", "trace_id", "doc_id", "relevance", "source", "added_at"])
+    matched = store.query_rows(
+        f"SELECT count(DISTINCT query_id) FROM {store.table('queries')} FINAL "
+        "WHERE tenant = {tenant:String} AND query_id IN {qids:Array(String)}",
+        {"tenant": tenant, "qids": list(qrels)},
+    )
+    return {"judgements": len(rows), "relevant": sum(1 for r in rows if r[4] > 0), "queries": len(qrels),
+            "matched_queries": int(matched[0][0]) if matched else 0}

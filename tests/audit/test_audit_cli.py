@@ -1,0 +1,89 @@
+"""`ragtrace audit` and `ragtrace labels import` as a user runs them: the console script in its own
+process against an embedded store directory (a separate process, since chDB allows one directory
+per process and this test process may own another)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+RAGTRACE = str(Path(sys.executable).with_name("ragtrace"))
+LABELLER = "py:tests.audit.fixtures:make_grounding_labeller"
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([RAGTRACE, *args], capture_output=True, text=True, cwd=REPO, env=_env(), timeout=300,
+                          check=False)
+
+
+@pytest.fixture(scope="module")
+def store_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("cli-store")
+    script = textwrap.dedent(f"""
+        from ragtrace_collector.store import open_store
+        from tests.audit.fixtures import Trace, scenario, write_traces
+        with open_store({str(path)!r}) as st:
+            traces = list(scenario("c").values())
+            traces.append(Trace("c-qrels", "r1", ["freeze", "gold"], ["freeze"],
+                                "Water freezes at 0 degrees Celsius.", query_id="Q-42"))
+            write_traces(st, "default", traces)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, env=_env(),
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return path
+
+
+def test_labels_import_then_audit(store_dir: Path, tmp_path: Path) -> None:
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("Q-42 0 gold 1\nQ-42 0 freeze 0\nQ-99 0 x 2\n")
+    imp = _run("labels", "import", str(qrels), "--store", str(store_dir))
+    assert imp.returncode == 0, imp.stderr
+    assert "imported 3 judgements (2 relevant) for 2 queries" in imp.stdout
+    assert "1 of those query ids match stored traces" in imp.stdout
+
+    report_path, per_trace = tmp_path / "report.json", tmp_path / "labels.jsonl"
+    proc = _run("audit", "--store", str(store_dir), "--labeller", LABELLER, "--relevance-labeller", "none",
+                "--json", str(report_path), "--per-trace", str(per_trace))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(report_path.read_text())
+    assert report["n"] == 9
+    assert report["failure_modes"]["rank_inversion"]["count"] == 3  # two injected + the qrels trace
+    records = {json.loads(x)["trace_id"]: json.loads(x) for x in per_trace.read_text().splitlines()}
+    assert records["c-qrels"]["retrieval"]["gold_source"] == "qrels"
+    assert records["c-qrels"]["failure_mode"] == "rank_inversion"
+    assert records["c-fab"]["failure_mode"] == "fabrication"
+    # the terminal shows the same as tables
+    for text in ("Primary failure mode", "rank_inversion", "Contingency", "Stage metrics", "abstentions: 2"):
+        assert text in proc.stdout, text
+
+    again = _run("audit", "--store", str(store_dir), "--labeller", LABELLER, "--relevance-labeller", "none",
+                 "--json", "-")
+    assert again.returncode == 0, again.stderr
+    second = json.loads(again.stdout)
+    assert second["sampling"]["n_resumed"] == 9 and second["sampling"]["n_labelled_now"] == 0
+    assert second["manifest_id"] == report["manifest_id"]
+
+
+def test_usage_errors_exit_2(store_dir: Path, tmp_path: Path) -> None:
+    both = _run("audit", "--store", str(store_dir), "--sample", "3", "--rate", "0.5")
+    assert both.returncode == 2 and "not allowed with" in both.stderr
+    shard = _run("audit", "--store", str(store_dir), "--labeller", LABELLER, "--shard", "4/2")
+    assert shard.returncode == 2 and "--shard" in shard.stderr
+    bad = tmp_path / "bad.txt"
+    bad.write_text("Q1 gold 1\n")
+    imp = _run("labels", "import", str(bad), "--store", str(store_dir))
+    assert imp.returncode == 2 and "expected 4 fields" in imp.stderr
+    plug = _run("audit", "--store", str(store_dir), "--labeller", "py:nowhere.at_all:make")
+    assert plug.returncode == 2 and "cannot load nowhere.at_all:make" in plug.stderr
