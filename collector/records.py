@@ -56,3 +56,22 @@ class TraceRecord:
     #: the context was derived rather than recorded by the SDK
     context_derived: bool = False
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def as_json(self, *, with_content: bool = False) -> dict[str, Any]:
+        """The object `ragtrace traces --json` prints (and `GET /api/traces` returns) for this trace."""
+        def docs(items: tuple[DocumentRef, ...]) -> list[dict[str, Any]]:
+            out = []
+            for d in items:
+                ref = d.as_ref()
+                if with_content:
+                    ref["content"] = d.content
+                out.append(ref)
+            return out
+
+        return {
+            "trace_id": self.trace_id, "query_id": self.query_id, "query": self.query, "answer": self.answer,
+            "release": self.release, "service": self.service, "environment": self.environment,
+            "start_time": self.start_time.isoformat() if isinstance(self.start_time, datetime) else None,
+            "gold_ids": list(self.gold_ids), "retrieved": docs(self.retrieved), "reranked": docs(self.reranked),
+            "context": docs(self.context), "context_derived": self.context_derived,
+        }

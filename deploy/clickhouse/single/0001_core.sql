@@ -19,7 +19,9 @@ CREATE TABLE IF NOT EXISTS {db}.spans
     end_time        DateTime64(3, 'UTC'),
     status_code     LowCardinality(String),
     status_message  String,
-    attributes      String,  -- JSON object of the span attributes (documents included)
+    attributes      String,  -- JSON object of the attributes not modelled elsewhere (document lists
+                             -- live in `documents` / `passages`)
+    events          String,  -- JSON {"events": [...], "links": [...]}, '' when the span had none
     resource        String,  -- JSON object of the resource attributes
     received_at     DateTime64(3, 'UTC')
 )
@@ -27,7 +29,9 @@ ENGINE = ReplacingMergeTree(received_at)
 PARTITION BY toYYYYMM(start_time)
 ORDER BY (tenant, trace_id, span_id)
 ;
--- One row per query: written from the root span (openinference CHAIN span without a parent).
+-- One row per query, written from its root span. Several spans may claim to be the root (an
+-- HTTP server span above the SDK's pipeline span); the highest root_priority wins under FINAL:
+-- 3 = the ragtrace SDK's CHAIN span, 2 = a parentless CHAIN span, 1 = any other parentless span.
 CREATE TABLE IF NOT EXISTS {db}.queries
 (
     tenant          LowCardinality(String),
@@ -44,9 +48,10 @@ CREATE TABLE IF NOT EXISTS {db}.queries
     status_code     LowCardinality(String),
     start_time      DateTime64(3, 'UTC'),
     duration_ms     Float64,
+    root_priority   UInt8,
     received_at     DateTime64(3, 'UTC')
 )
-ENGINE = ReplacingMergeTree(received_at)
+ENGINE = ReplacingMergeTree(root_priority)
 PARTITION BY toYYYYMM(start_time)
 ORDER BY (tenant, trace_id)
 ;
@@ -73,16 +78,18 @@ PARTITION BY toYYYYMM(start_time)
 ORDER BY (tenant, trace_id, stage, span_id, rank)
 ;
 -- Passage text once per content hash (production repeats the same passages millions of times).
--- truncated = the SDK sent only a prefix; an empty content means only the hash was sent.
+-- truncated = the SDK sent only a prefix. Documents sent with only a hash have no row here.
+-- The longest text seen for a hash wins (a full copy replaces an earlier truncated one).
 CREATE TABLE IF NOT EXISTS {db}.passages
 (
-    tenant        LowCardinality(String),
-    content_hash  String,
-    content       String,
-    truncated     Bool,
-    first_seen    DateTime64(3, 'UTC')
+    tenant          LowCardinality(String),
+    content_hash    String,
+    content         String,
+    content_length  UInt32,
+    truncated       Bool,
+    first_seen      DateTime64(3, 'UTC')
 )
-ENGINE = ReplacingMergeTree
+ENGINE = ReplacingMergeTree(content_length)
 ORDER BY (tenant, content_hash)
 ;
 -- Known-relevant documents. From the span (source 'span', keyed by trace), imported qrels

@@ -1,0 +1,254 @@
+"""The collector's FastAPI application: OTLP/HTTP receiver, health, metrics, trace and audit API.
+
+`create_app(settings, store)` builds it; nothing is started at import time. The lifespan opens
+the spool, starts the writer (which replays anything a previous run left in the spool) and the
+optional background audit, and on shutdown (SIGTERM under uvicorn) stops accepting, flushes for
+at most ``settings.shutdown_timeout`` seconds and closes the spool.
+
+Tenancy: with ``settings.tokens`` every route needs ``Authorization: Bearer TOKEN`` and works on
+that token's tenant only; without tokens everything is tenant "default".
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Annotated
+
+import orjson
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from ragtrace_collector.assemble import assemble
+from ragtrace_collector.metrics import Metrics
+from ragtrace_collector.otlp import JSON, PROTOBUF, OtlpError, decode, encode_response, encode_status, media_type
+from ragtrace_collector.settings import DEFAULT_TENANT, CollectorSettings
+from ragtrace_collector.spool import Spool
+from ragtrace_collector.store import Store
+from ragtrace_collector.writer import Backpressure, Writer
+from starlette.concurrency import run_in_threadpool
+
+log = logging.getLogger("ragtrace.collector")
+
+
+class AuthError(Exception):
+    pass
+
+
+def tenant_of(request: Request) -> str:
+    """The tenant of a request: its bearer token's, or "default" when no tokens are configured."""
+    settings: CollectorSettings = request.app.state.settings
+    if not settings.tokens:
+        return DEFAULT_TENANT
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise AuthError("missing bearer token: send 'Authorization: Bearer TOKEN'")
+    found = None
+    for known, tenant in settings.tokens.items():
+        # compare every token in constant time so timing does not reveal which one nearly matched
+        if hmac.compare_digest(known.encode(), token.strip().encode()):
+            found = tenant
+    if found is None:
+        raise AuthError("unknown bearer token")
+    return found
+
+
+TenantDep = Annotated[str, Depends(tenant_of)]
+
+
+def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | None = None) -> FastAPI:
+    """The collector app for ``store`` (which the caller opened and closes)."""
+    metrics = metrics or Metrics()
+    spool = Spool(settings.spool_path, max_bytes=settings.spool_max_bytes, fsync=settings.spool_fsync)
+    writer = Writer(store, spool, metrics, batch_max_spans=settings.batch_max_spans,
+                    batch_interval=settings.batch_interval, queue_max_bytes=settings.queue_max_bytes)
+    stop_audit = threading.Event()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        writer.start()
+        audit_thread = None
+        if settings.audit_every > 0:
+            audit_thread = threading.Thread(target=_audit_loop, args=(store, settings, metrics, stop_audit),
+                                            name="ragtrace-audit", daemon=True)
+            audit_thread.start()
+        try:
+            yield
+        finally:
+            stop_audit.set()
+            clean = await run_in_threadpool(writer.stop, settings.shutdown_timeout)
+            if not clean:
+                log.warning("shutdown timeout: unwritten requests stay in the spool %s and are replayed "
+                            "on the next start", spool.dir)
+            if audit_thread is not None:
+                audit_thread.join(1.0)
+
+    app = FastAPI(title="ragtrace collector", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.settings = settings
+    app.state.store = store
+    app.state.writer = writer
+    app.state.metrics = metrics
+
+    def get_store() -> Store:
+        return store
+
+
+    @app.exception_handler(AuthError)
+    async def _auth_error(request: Request, exc: AuthError) -> Response:
+        return JSONResponse({"error": str(exc)}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+
+    # --- OTLP/HTTP ---------------------------------------------------------------------------
+    @app.post("/v1/traces")
+    async def export_traces(request: Request) -> Response:
+        ctype = request.headers.get("content-type")
+        try:
+            mt = media_type(ctype)
+        except OtlpError as exc:
+            return _refuse(metrics, JSON, exc.status, exc.reason)
+        try:
+            tenant = tenant_of(request)
+        except AuthError as exc:
+            return _refuse(metrics, mt, 401, str(exc), {"WWW-Authenticate": "Bearer"})
+        declared = request.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > settings.max_body_bytes:
+            return _refuse(metrics, mt, 413, f"request body of {declared} bytes exceeds "
+                                             f"{settings.max_body_bytes} (RAGTRACE_MAX_BODY_BYTES)")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > settings.max_body_bytes:
+                return _refuse(metrics, mt, 413, f"request body exceeds {settings.max_body_bytes} bytes "
+                                                 "(RAGTRACE_MAX_BODY_BYTES)")
+            chunks.append(chunk)
+        body = b"".join(chunks)
+        try:
+            rejected, message = await run_in_threadpool(
+                _ingest, writer, settings, body, ctype, request.headers.get("content-encoding"), tenant, metrics)
+        except OtlpError as exc:
+            return _refuse(metrics, mt, exc.status, exc.reason)
+        except Backpressure as exc:
+            return _refuse(metrics, mt, exc.status, exc.reason, {"Retry-After": str(exc.retry_after)})
+        metrics.inc("ragtrace_requests_total", code="200")
+        return Response(encode_response(mt, rejected, message), status_code=200, media_type=mt)
+
+    # --- health -------------------------------------------------------------------------------
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        try:
+            store.command("SELECT 1")
+            pending = store.pending_migrations()
+        except Exception as exc:
+            return JSONResponse({"ready": False, "reason": f"store unreachable: {exc}"[:500]}, status_code=503)
+        if pending:
+            names = ", ".join(f"{m.version:04d}_{m.name}" for m in pending)
+            return JSONResponse({"ready": False, "reason": f"migrations not applied: {names}; run "
+                                                           "`ragtrace store migrate`"}, status_code=503)
+        return JSONResponse({"ready": True, "store": store.location, "store_up": writer.store_up})
+
+    @app.get("/metrics")
+    def prometheus() -> PlainTextResponse:
+        return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4")
+
+    # --- reading (tenant-scoped) --------------------------------------------------------------
+    @app.get("/api/traces")
+    def list_traces(tenant: TenantDep, release: str | None = None, service: str | None = None,
+                    since: datetime | None = None, until: datetime | None = None,
+                    limit: Annotated[int, Query(ge=1, le=100_000)] = 100, content: bool = False) -> Response:
+        records = store.read_traces(tenant=tenant, release=release, service=service, since=since, until=until,
+                                    limit=limit, with_content=content)
+        body = b"".join(orjson.dumps(r.as_json(with_content=content)) + b"\n" for r in records)
+        return Response(body, media_type="application/x-ndjson")
+
+    @app.get("/api/traces/{trace_id}")
+    def get_trace(trace_id: str, tenant: TenantDep) -> Response:
+        found = list(store.read_traces(tenant=tenant, trace_ids=[trace_id.lower()], with_content=True))
+        if not found:
+            return JSONResponse({"error": f"no trace {trace_id} (or its root span has not arrived yet)"},
+                                status_code=404)
+        return JSONResponse(found[0].as_json(with_content=True))
+
+    @app.post("/api/audit")
+    async def audit(request: Request, tenant: TenantDep) -> Response:
+        try:
+            from ragtrace_evaluator.audit import run_audit
+        except ImportError as exc:
+            return JSONResponse({"error": f"the evaluator is not installed ({exc.name}): "
+                                          "pip install 'ragtrace[evaluator]'"}, status_code=501)
+        try:
+            options = orjson.loads(await request.body() or b"{}")
+        except orjson.JSONDecodeError as exc:
+            return JSONResponse({"error": f"body must be a JSON object of audit options: {exc}"}, status_code=400)
+        if not isinstance(options, dict):
+            return JSONResponse({"error": "body must be a JSON object of audit options"}, status_code=400)
+        options.pop("tenant", None)  # a caller never picks another tenant
+        options.pop("per_trace", None)  # no server-side file writes on a client's say-so
+        try:
+            report = await run_in_threadpool(lambda: run_audit(store, tenant=tenant, **options))
+        except TypeError as exc:
+            return JSONResponse({"error": f"invalid audit options: {exc}"}, status_code=400)
+        except ValueError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        return Response(orjson.dumps(report, default=str), media_type=JSON)
+
+    try:
+        from ragtrace_collector.review import web as review_web
+    except ImportError as exc:
+        if exc.name != "ragtrace_collector.review.web":
+            raise
+        log.info("review UI not available: %s", exc)
+    else:
+        review_web.mount(app, get_store, settings)
+    return app
+
+
+def _ingest(writer: Writer, settings: CollectorSettings, body: bytes, ctype: str | None,
+            encoding: str | None, tenant: str, metrics: Metrics) -> tuple[int, str]:
+    """Decode, assemble, spool, queue. Runs in a worker thread; returns (rejected spans, message)."""
+    msg, mt = decode(body, ctype, encoding, settings.max_body_bytes)
+    received_ms = time.time_ns() // 1_000_000
+    rows = assemble(msg, tenant, received_ms)
+    if rows.spans:
+        # what the spool keeps: the decoded protobuf, byte for byte when that is what arrived
+        plain_pb = mt == PROTOBUF and (encoding or "identity").strip().lower() in ("", "identity")
+        raw = body if plain_pb else msg.SerializeToString()
+        writer.submit(tenant, received_ms, raw, rows)
+    metrics.inc("ragtrace_spans_received_total", rows.spans)
+    if rows.rejected:
+        metrics.inc("ragtrace_spans_rejected_total", rows.rejected)
+    return rows.rejected, rows.error_message()
+
+
+def _refuse(metrics: Metrics, mt: str, status: int, reason: str,
+            headers: dict[str, str] | None = None) -> Response:
+    metrics.inc("ragtrace_requests_total", code=str(status))
+    if status >= 500 or status == 429:
+        log.info("refused an export with %d: %s", status, reason)
+    return Response(encode_status(mt, status, reason), status_code=status, media_type=mt, headers=headers)
+
+
+def _audit_loop(store: Store, settings: CollectorSettings, metrics: Metrics, stop: threading.Event) -> None:
+    """`ragtrace serve --audit-every`: audit a sample of each tenant's traces periodically."""
+    try:
+        from ragtrace_evaluator.audit import run_audit
+    except ImportError as exc:
+        log.error("--audit-every needs the evaluator (%s): pip install 'ragtrace[evaluator]'", exc.name)
+        return
+    tenants = sorted(set(settings.tokens.values())) or [DEFAULT_TENANT]
+    while not stop.wait(settings.audit_every):
+        for tenant in tenants:
+            try:
+                report = run_audit(store, tenant=tenant, sample=settings.audit_sample)
+                metrics.inc("ragtrace_audit_runs_total", outcome="ok")
+                log.info("background audit of tenant %s: %s traces", tenant, report.get("n", "?"))
+            except Exception:
+                metrics.inc("ragtrace_audit_runs_total", outcome="error")
+                log.exception("background audit of tenant %s failed", tenant)
