@@ -17,7 +17,7 @@ import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
@@ -46,12 +46,14 @@ class AuditError(Exception):
 # --- option parsing (shared with the CLI and POST /api/audit) -----------------------------------------
 def parse_time(value: datetime | str | None, name: str) -> datetime | None:
     """ISO 8601 date/time or a relative ``-1h``/``-30m``/``-7d`` (before now); naive times are UTC."""
-    if value is None or isinstance(value, datetime):
-        return value
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo is not None else value
     text = value.strip()
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
     if len(text) >= 3 and text[0] == "-" and text[-1] in units and text[1:-1].isdigit():
-        return datetime.now(UTC).replace(tzinfo=None) - _seconds(int(text[1:-1]) * units[text[-1]])
+        return datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=int(text[1:-1]) * units[text[-1]])
     try:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
@@ -59,12 +61,6 @@ def parse_time(value: datetime | str | None, name: str) -> datetime | None:
     if parsed.tzinfo is not None:
         parsed = parsed.astimezone(UTC).replace(tzinfo=None)
     return parsed
-
-
-def _seconds(n: int) -> Any:
-    from datetime import timedelta
-
-    return timedelta(seconds=n)
 
 
 def _factory(modules: Sequence[str], attr: str, name: str) -> Any:

@@ -132,7 +132,8 @@ def _remote_audit(server: str, options: dict[str, Any], *, token: str | None, wa
                 501: " (install the evaluator extra on the server)"}.get(resp.status_code, "")
         print(f"ragtrace audit: server answered {resp.status_code}{hint}: {detail}", file=sys.stderr)
         return (2 if resp.status_code in (400, 422) else 1), {}
-    return 0, resp.json()  # type: ignore[no-any-return]
+    data: dict[str, Any] = resp.json()
+    return 0, data
 
 
 def _write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:

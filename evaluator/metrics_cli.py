@@ -51,13 +51,13 @@ def metrics_main(argv: list[str]) -> int:
     # trec_eval's layout: measure, query (or 'all'), value with 4 decimals.
     rows: list[tuple[str, str, object]] = []
     if args.per_query:
-        for qid, vals in report["per_query"].items():  # type: ignore[union-attr]
+        for qid, vals in report["per_query"].items():
             rows += [(m, qid, v) for m, v in vals.items()]
-    rows += [(m, "all", v) for m, v in report["all"].items()]  # type: ignore[union-attr]
+    rows += [(m, "all", v) for m, v in report["all"].items()]
     for name, qid, value in rows:
         shown = str(value) if isinstance(value, int) else f"{value:.4f}"
         print(f"{name:<22}\t{qid}\t{shown}")
-    for name, n_undef in report["undefined"].items():  # type: ignore[union-attr]
+    for name, n_undef in report["undefined"].items():
         print(f"note: {name} undefined for {n_undef} quer{'y' if n_undef == 1 else 'ies'} "
               "without relevant judgements (counted as 0, as trec_eval does)", file=sys.stderr)
     return 0

@@ -26,6 +26,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 #: judgements per query: doc id -> relevance grade
 Qrels = Mapping[str, Mapping[str, int]]
@@ -222,7 +223,7 @@ class TrecResult:
     unjudged_queries: tuple[str, ...] = ()
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
 
-    def as_json(self) -> dict[str, object]:
+    def as_json(self) -> dict[str, Any]:
         """``{"per_query": {qid: {measure: value}}, "all": {measure: mean}, ...}`` with trec_eval names.
 
         Per-query undefined values are written as trec_eval prints them (0.0) in ``per_query``;
