@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-
 from ragtrace_evaluator.bootstrap import (
     BootstrapRun,
     DegenerateDataWarning,
@@ -32,16 +31,9 @@ from ragtrace_evaluator.bootstrap import (
     mean_statistic,
     paired_bootstrap,
 )
-from ragtrace_evaluator.compare_metrics import (
-    CELL_PREFIX as _CELL_PREFIX,
-)
-from ragtrace_evaluator.compare_metrics import (
-    DECOMP_PREFIX as _DECOMP_PREFIX,
-)
-from ragtrace_evaluator.compare_metrics import (
-    DECOMPOSITION_KEYS,
-    metric_info,
-)
+from ragtrace_evaluator.compare_metrics import CELL_PREFIX as _CELL_PREFIX
+from ragtrace_evaluator.compare_metrics import DECOMP_PREFIX as _DECOMP_PREFIX
+from ragtrace_evaluator.compare_metrics import DECOMPOSITION_KEYS, metric_info
 from ragtrace_evaluator.compare_movers import Mover, movers_for
 from ragtrace_evaluator.compare_records import CompareError, LabelSet, TraceLabel
 from ragtrace_evaluator.gates import GateSet, GateSpec, default_gates, evaluate_gates
@@ -146,7 +138,7 @@ def _build_statistics(p: Pairing, threshold: float) -> tuple[list[RatioStatistic
     def add_cells(dims: list[tuple[str, list[tuple[str, Any]], Any, Any]]) -> None:
         combos: list[list[tuple[str, str, Any, Any]]] = [[]]
         for dim, values, get_a, get_b in dims:
-            combos = [c + [(dim, label, get_a == v, get_b == v)] for c in combos for label, v in values]
+            combos = [[*c, (dim, label, get_a == v, get_b == v)] for c in combos for label, v in values]
         for combo in combos:
             name = _CELL_PREFIX + " ".join(f"{dim}={label}" for dim, label, _, _ in combo)
             in_a = np.logical_and.reduce([x for _, _, x, _ in combo]).astype(np.float64)
@@ -230,7 +222,7 @@ class Comparison:
             boundary, direction = metric_info(name)
             return {"metric": name, "boundary": boundary, "direction": direction, **self.run[name].to_json()}
 
-        decomp = {"n": self.run[_DECOMP_PREFIX + "e2e"].n,
+        decomp: dict[str, Any] = {"n": self.run[_DECOMP_PREFIX + "e2e"].n,
                   "n_known_baseline": _num(self.run[_DECOMP_PREFIX + "e2e"].n_baseline),
                   "n_known_candidate": _num(self.run[_DECOMP_PREFIX + "e2e"].n_candidate)}
         for s in ("baseline", "candidate", "delta"):

@@ -8,7 +8,8 @@ Per boundary the state of a query is:
   was justified (no relevant passage was supplied) — both are correct generation behaviour.
 
 ``lost`` = true in the baseline and false in the candidate, ``gained`` = the reverse, ``held`` =
-the same known state in both. Queries whose state is unknown on either side are counted apart
+the same known state in both (lost ids are listed largest fall first, gained largest rise
+first). Queries whose state is unknown on either side are counted apart
 (``n_unknown`` on the held entry) rather than forced into a group. For every group the mean
 end-to-end score in each release (the mean of ``pass`` when the records carry no score) and the
 share of queries below the acceptability threshold tell what the movement cost.
@@ -21,7 +22,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-
 from ragtrace_evaluator.compare_records import TraceLabel
 
 if TYPE_CHECKING:
@@ -124,6 +124,10 @@ def movers_for(p: Pairing, threshold: float) -> list[Mover]:
                 groups["gained"].append(i)
             else:
                 groups["held"].append(i)
+        # Worst first: the lost queries that fell furthest head the list, the gained that rose most.
+        change = {i: val(p.candidate[i]) - val(p.baseline[i]) for i in range(len(states))}
+        groups["lost"].sort(key=lambda i: (change[i], p.query_ids[i]))
+        groups["gained"].sort(key=lambda i: (-change[i], p.query_ids[i]))
         for direction, idx in groups.items():
             a = [p.baseline[i] for i in idx]
             b = [p.candidate[i] for i in idx]

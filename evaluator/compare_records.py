@@ -101,6 +101,15 @@ def _float(value: Any, field_name: str, where: str) -> float | None:
     raise CompareError(f"{where}: {field_name!r} must be a finite number, true/false or null, got {value!r}")
 
 
+def _section(rec: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    value = rec.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise CompareError(f"{where}: {key!r} must be an object, got {type(value).__name__}")
+    return value
+
+
 def parse_record(rec: Mapping[str, Any], where: str = "record") -> TraceLabel:
     """Validate one per-trace record; ``where`` (e.g. ``file.jsonl:12``) prefixes every error."""
     if not isinstance(rec, Mapping):
@@ -111,9 +120,9 @@ def parse_record(rec: Mapping[str, Any], where: str = "record") -> TraceLabel:
     if "pass" not in rec:
         raise CompareError(f"{where}: missing 'pass' (true/false end-to-end verdict); every record needs "
                            "query_id, gold_in_context and pass")
-    retrieval = rec.get("retrieval") if isinstance(rec.get("retrieval"), Mapping) else {}
-    ranking = rec.get("ranking") if isinstance(rec.get("ranking"), Mapping) else {}
-    generation = rec.get("generation") if isinstance(rec.get("generation"), Mapping) else {}
+    retrieval = _section(rec, "retrieval", where)
+    ranking = _section(rec, "ranking", where)
+    generation = _section(rec, "generation", where)
     if "gold_in_context" in rec:
         gic_raw = rec["gold_in_context"]
     elif "gold_in_context" in retrieval:

@@ -48,11 +48,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.special import ndtr
-
 from ragtrace_evaluator.bootstrap import BootstrapRun
 from ragtrace_evaluator.compare_metrics import DECOMP_PREFIX, metric_info
 from ragtrace_evaluator.compare_records import CompareError
+from scipy.special import ndtr
 
 __all__ = ["DEFAULT_K", "GateError", "GateResult", "GateSet", "GateSpec", "default_gates", "evaluate_gates",
            "load_gates"]
@@ -253,7 +252,7 @@ def evaluate_gates(specs: Sequence[GateSpec], run: BootstrapRun) -> GateSet:
         boundary = spec.boundary or own_boundary
         sign = 1.0 if direction == "higher" else -1.0
         col = run.column(name)
-        common = {"metric": name, "kind": spec.kind, "direction": direction, "boundary": boundary,
+        common: dict[str, Any] = {"metric": name, "kind": spec.kind, "direction": direction, "boundary": boundary,
                   "k": spec.k, "se": _f(res.standard_error), "baseline": _f(res.baseline),
                   "candidate": _f(res.candidate)}
         if spec.kind == "se":
