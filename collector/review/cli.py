@@ -1,0 +1,140 @@
+"""`ragtrace reviewers ...` and `ragtrace review ...`.
+
+Both take ``--store`` (a directory or a ClickHouse URL; default $RAGTRACE_STORE or the per-user
+store) and ``--tenant``. The functions accept an already open store for callers that own one
+(tests, the serving process), since an embedded store allows one process at a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from ragtrace_collector.review import auth
+from ragtrace_collector.review.calibrate import agreement_report, export_gold, render_text
+from ragtrace_collector.review.errors import ReviewError
+from ragtrace_collector.review.queues import enqueue
+from ragtrace_collector.store import DEFAULT_TENANT, Store, StoreError, open_store
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", default=None,
+                   help="store directory or http(s)://user:pw@host:8123/db (default: $RAGTRACE_STORE)")
+    p.add_argument("--tenant", default=DEFAULT_TENANT, help="tenant (default: %(default)s)")
+
+
+def _run(args: argparse.Namespace, store: Store | None, body: Callable[[Store], int]) -> int:
+    try:
+        if store is not None:
+            return body(store)
+        with open_store(args.store) as opened:
+            return body(opened)
+    except (ReviewError, StoreError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def reviewers_main(argv: list[str], store: Store | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ragtrace reviewers", description="Manage human reviewers.")
+    sub = parser.add_subparsers(dest="action", required=True)
+    add = sub.add_parser("add", help="create a reviewer; prints their login token as the last line")
+    add.add_argument("name")
+    _common(add)
+    ls = sub.add_parser("list", help="list reviewers")
+    ls.add_argument("--json", action="store_true")
+    ls.add_argument("--all-tenants", action="store_true")
+    _common(ls)
+    dis = sub.add_parser("disable", help="disable a reviewer (ends their sessions)")
+    dis.add_argument("name", help="reviewer name or id")
+    _common(dis)
+    en = sub.add_parser("enable", help="re-enable a disabled reviewer")
+    en.add_argument("name", help="reviewer name or id")
+    _common(en)
+    args = parser.parse_args(argv)
+
+    def body(st: Store) -> int:
+        if args.action == "add":
+            reviewer, token = auth.add_reviewer(st, args.name, tenant=args.tenant)
+            print(f"reviewer {reviewer.name} (id {reviewer.reviewer_id}, tenant {reviewer.tenant}) created.")
+            print("Log in at /review/login with this token; it is shown only now and stored only as a hash:")
+            print(token)
+            return 0
+        if args.action == "list":
+            rows = auth.list_reviewers(st, tenant=None if args.all_tenants else args.tenant)
+            if args.json:
+                print(json.dumps([{"reviewer_id": r.reviewer_id, "name": r.name, "tenant": r.tenant,
+                                   "disabled": r.disabled, "created_at": r.created_at.isoformat()} for r in rows]))
+                return 0
+            for r in rows:
+                state = "disabled" if r.disabled else "active"
+                print(f"{r.reviewer_id}  {r.tenant:<12} {state:<8}  {r.name}")
+            if not rows:
+                print("no reviewers; add one with `ragtrace reviewers add NAME`", file=sys.stderr)
+            return 0
+        reviewer = auth.find_reviewer(st, args.name, tenant=args.tenant)
+        auth.set_disabled(st, reviewer, args.action == "disable")
+        print(f"reviewer {reviewer.name} {'disabled' if args.action == 'disable' else 'enabled'}")
+        return 0
+
+    return _run(args, store, body)
+
+
+def review_main(argv: list[str], store: Store | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ragtrace review", description="Human review queues.")
+    sub = parser.add_subparsers(dest="action", required=True)
+    enq = sub.add_parser("enqueue", help="put flagged, labelled traces into a queue")
+    enq.add_argument("--queue", required=True)
+    enq.add_argument("--manifest", default=None, help="labeller manifest id (default: the latest)")
+    enq.add_argument("--labels", type=Path, default=None,
+                     help="per-trace label JSON Lines (from `ragtrace audit --per-trace`) instead of the store")
+    enq.add_argument("--per-mode", type=int, default=20, help="cap per stratum (default: %(default)s)")
+    enq.add_argument("--reviewers", type=int, default=2, help="K distinct reviewers per item (default: %(default)s)")
+    enq.add_argument("--low-confidence", type=float, default=0.6,
+                     help="flag labels below this confidence (default: %(default)s)")
+    enq.add_argument("--release", default=None)
+    enq.add_argument("--service", default=None)
+    enq.add_argument("--description", default="")
+    _common(enq)
+    agr = sub.add_parser("agreement", help="reviewer agreement and labeller calibration of a queue")
+    agr.add_argument("--queue", required=True)
+    agr.add_argument("--json", action="store_true")
+    agr.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")
+    _common(agr)
+    exp = sub.add_parser("export", help="write reviewed items as gold data (JSON Lines + TREC qrels)")
+    exp.add_argument("--queue", required=True)
+    exp.add_argument("--out", type=Path, required=True)
+    exp.add_argument("--to-store", action="store_true",
+                     help="also store the relevance judgements as gold (source 'review') for later audits")
+    _common(exp)
+    args = parser.parse_args(argv)
+
+    if args.action == "enqueue" and args.labels is not None and not args.labels.is_file():
+        parser.error(f"--labels {args.labels}: no such file")
+
+    def body(st: Store) -> int:
+        if args.action == "enqueue":
+            labels = None
+            if args.labels is not None:
+                with args.labels.open(encoding="utf-8") as fh:
+                    labels = [json.loads(line) for line in fh if line.strip()]
+            res = enqueue(st, args.queue, labels, args.per_mode, args.reviewers, tenant=args.tenant,
+                          manifest_id=args.manifest, low_confidence=args.low_confidence, release=args.release,
+                          service=args.service, description=args.description)
+            parts = ", ".join(f"{k}: {v}" for k, v in res.added.items()) or "nothing new"
+            print(f"queue {res.queue}: added {res.total_added} of {res.candidates} labelled traces ({parts}); "
+                  f"{res.already_queued} were already queued; K={res.reviewers_per_item}")
+            return 0
+        if args.action == "agreement":
+            report = agreement_report(st, tenant=args.tenant, queue=args.queue, seed=args.seed)
+            print(json.dumps(report, default=str, indent=2) if args.json else render_text(report))
+            return 0
+        out = export_gold(st, tenant=args.tenant, queue=args.queue, out_dir=args.out, to_store=args.to_store)
+        stored = f"; stored {out['stored']} gold rows" if args.to_store else ""
+        print(f"wrote {out['items']} reviewed items to {args.out / 'reviews.jsonl'} and {out['qrels']} "
+              f"judgements to {args.out / 'qrels.txt'}{stored}")
+        return 0
+
+    return _run(args, store, body)
