@@ -39,7 +39,7 @@ _GROUNDING_FACTORIES = ("ragtrace_evaluator.grounding", "ragtrace_evaluator.grou
 _RELEVANCE_FACTORIES = ("ragtrace_evaluator.relevance", "ragtrace_evaluator.labellers")
 
 
-class AuditError(Exception):
+class AuditError(ValueError):
     """An audit cannot run as asked; the message says what to change."""
 
 

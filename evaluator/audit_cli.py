@@ -95,13 +95,18 @@ def audit_main(argv: list[str]) -> int:
 
 
 def _local_audit(args: argparse.Namespace, options: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    from ragtrace_collector.store import StoreError, open_store
+    from ragtrace_collector.store import StoreError, StoreLockedError, is_server_url, open_store
     from ragtrace_evaluator.audit import AuditError, run_audit
 
     try:
         store = open_store(args.store)
     except StoreError as exc:
         print(f"ragtrace audit: {exc}", file=sys.stderr)
+        if not isinstance(exc, StoreLockedError) and not is_server_url(args.store or ""):
+            # chDB does not always say "lock" in the exception it raises for a directory owned by
+            # another process, so point at the usual cause here too.
+            print("  If `ragtrace serve` owns this embedded store, run the audit through it: "
+                  "ragtrace audit --server http://HOST:4318 [--token TOKEN]", file=sys.stderr)
         return 1, {}
     try:
         report = run_audit(store, tenant=args.tenant, per_trace=args.per_trace,
