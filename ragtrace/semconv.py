@@ -59,6 +59,8 @@ GOLD_DOCUMENT_IDS: Final = "ragtrace.gold.document_ids"  # string array of known
 CONTEXT_DOCUMENTS: Final = "ragtrace.context.documents"  # exactly what the generator was given
 CONTENT_MODE: Final = "ragtrace.content.mode"  # "full" | "truncate:N" | "hash"
 ANSWER_STREAMED: Final = "ragtrace.answer.streamed"  # bool: the answer was a stream of chunks
+# bool, only when true: the consumer closed the stream before its end; the answer is what was sent.
+STREAM_CLOSED_EARLY: Final = "ragtrace.stream.closed_early"
 FEEDBACK_SCORE: Final = "ragtrace.feedback.score"  # float in [0, 1], user feedback after the fact
 FEEDBACK_COMMENT: Final = "ragtrace.feedback.comment"
 # A span that carries gold ids or feedback after the fact names the trace it is about.
@@ -71,6 +73,12 @@ HTTP_ROUTE: Final = "http.route"
 HTTP_REQUEST_METHOD: Final = "http.request.method"
 HTTP_RESPONSE_STATUS_CODE: Final = "http.response.status_code"
 URL_PATH: Final = "url.path"
+
+# --- errors (OpenTelemetry semantic conventions): the "exception" event on a failed span ------
+EXCEPTION_EVENT: Final = "exception"
+EXCEPTION_TYPE: Final = "exception.type"
+EXCEPTION_MESSAGE: Final = "exception.message"
+EXCEPTION_STACKTRACE: Final = "exception.stacktrace"
 
 # --- resource attributes ---------------------------------------------------------------------
 SERVICE_NAME: Final = "service.name"
