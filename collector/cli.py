@@ -276,6 +276,9 @@ def store_main(argv: list[str]) -> int:
     r = sub.add_parser("retention", help="keep traces for N days (ALTER TABLE ... MODIFY TTL); 0 = forever")
     r.add_argument("--store", help=_STORE_HELP)
     r.add_argument("--days", type=int, required=True)
+    for sp in (s, r):
+        sp.add_argument("--variant", choices=["single", "cluster"], default="single")
+        sp.add_argument("--cluster", help="cluster name for --variant cluster")
     a = p.parse_args(argv)
     if a.action == "migrate":
         if a.variant == "cluster" and not a.cluster:
@@ -300,7 +303,9 @@ def store_main(argv: list[str]) -> int:
         print(f"applied {len(applied)} migration(s){': ' + ', '.join(names) if names else ' (up to date)'} "
               f"to {store.location}")
         return 0
-    store = _open(a.store, migrate=False, command="store")
+    if a.variant == "cluster" and not a.cluster:
+        p.error("--variant cluster needs --cluster NAME")
+    store = _open(a.store, migrate=False, command="store", variant=a.variant, cluster=a.cluster)
     if store is None:
         return 2
     with store:
@@ -330,11 +335,13 @@ _RETENTION = {"spans": "start_time", "queries": "start_time", "documents": "star
 
 def _retention(store: Store, days: int) -> int:
     for table, column in _RETENTION.items():
+        # on a cluster the TTL belongs to the replicated local tables, on every node
+        target = (f"{store.table(table + '_local')} ON CLUSTER '{store.cluster}'"
+                  if store.variant == "cluster" else store.table(table))
         if days:
-            sql = (f"ALTER TABLE {store.table(table)} MODIFY TTL toDateTime({column}) + "
-                   f"INTERVAL {int(days)} DAY")
+            sql = f"ALTER TABLE {target} MODIFY TTL toDateTime({column}) + INTERVAL {int(days)} DAY"
         else:
-            sql = f"ALTER TABLE {store.table(table)} REMOVE TTL"
+            sql = f"ALTER TABLE {target} REMOVE TTL"
         try:
             store.command(sql)
         except Exception as exc:

@@ -186,11 +186,21 @@ class Store:
 
     def migrate(self) -> list[Migration]:
         """Apply every migration not yet applied; idempotent. Returns those applied now."""
-        self.command(f"CREATE DATABASE IF NOT EXISTS {self.database}")
+        if self.variant == "cluster":
+            if not self.cluster or not _DB_NAME.match(self.cluster):
+                raise StoreError("the clustered schema needs a cluster name (letters, digits, '_'): "
+                                 "`ragtrace store migrate --variant cluster --cluster NAME`")
+            on = f" ON CLUSTER '{self.cluster}'"
+            # every node records the versions it has applied (DDL ON CLUSTER runs on all of them)
+            engine = (f"ReplicatedReplacingMergeTree('/clickhouse/tables/{{shard}}/{self.database}/"
+                      "schema_migrations', '{replica}')")
+        else:
+            on, engine = "", "ReplacingMergeTree"
+        self.command(f"CREATE DATABASE IF NOT EXISTS {self.database}{on}")
         self.command(
-            f"CREATE TABLE IF NOT EXISTS {self.table('schema_migrations')} "
+            f"CREATE TABLE IF NOT EXISTS {self.table('schema_migrations')}{on} "
             "(version UInt32, name String, applied_at DateTime64(3, 'UTC')) "
-            "ENGINE = ReplacingMergeTree ORDER BY version"
+            f"ENGINE = {engine} ORDER BY version"
         )
         done = self.applied_versions()
         applied = []

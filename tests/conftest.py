@@ -24,3 +24,20 @@ def chdb_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield store
     finally:
         store.close()
+
+
+@pytest.fixture(scope="session")
+def chdb_http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Base URL (``http://default:@127.0.0.1:PORT/ragtrace``) of a ClickHouse HTTP interface served
+    by chDB in a separate process (tests/chdb_http.py); usable as a store URL by any process."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from chdb_http import ChdbHttpServer
+
+    server = ChdbHttpServer(tmp_path_factory.mktemp("chdb-http"))
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
