@@ -11,7 +11,9 @@ a redirect to the login page (HTML GETs) or 401. The login page and the static a
 public paths. A reviewer sees only their own tenant's queues.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: FastAPI must resolve the dependency annotations
+# defined inside `mount` at runtime, and string annotations would be looked up in module globals.
+
 
 import hmac
 import os
@@ -96,8 +98,11 @@ def _safe_next(target: str | None) -> str:
     return PREFIX + "/"
 
 
-def mount(app: FastAPI, get_store: Callable[..., Store], settings: Any = None) -> None:
-    """Add the ``/review`` pages to ``app``. ``get_store`` is a FastAPI dependency returning the Store."""
+def mount(app: FastAPI, get_store: Callable[..., Store], settings: Any = None) -> APIRouter:
+    """Add the ``/review`` pages to ``app``. ``get_store`` is a FastAPI dependency returning the Store.
+
+    Returns the router (its ``routes`` list every review route, e.g. for tests).
+    """
     secret = _secret(settings)
     env = _templates()
     router = APIRouter(prefix=PREFIX)
@@ -295,3 +300,4 @@ def mount(app: FastAPI, get_store: Callable[..., Store], settings: Any = None) -
 
     app.add_exception_handler(NotAuthenticated, on_anonymous)
     app.add_exception_handler(CsrfRejected, on_csrf)
+    return router
