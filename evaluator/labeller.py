@@ -11,6 +11,11 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 ClaimVerdictName = Literal["entailed", "neutral", "contradicted"]
 GenerationVerdict = Literal["entailed", "neutral", "contradicted", "abstained"]
+#: what the claim extractor found: claims, a refusal, only claim-less chatter, or nothing
+AnswerKind = Literal["claims", "abstention", "generic", "empty"]
+
+#: confidence given to rule-based outcomes that make no claim (see no_claim_result)
+NO_CLAIM_CONFIDENCE: dict[str, float] = {"abstention": 0.9, "generic": 0.8, "empty": 1.0}
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,11 @@ class ClaimVerdict:
     passage_index: int | None
     passage_id: str | None
 
+    @property
+    def entailment(self) -> float:
+        """support × (1 − contradiction): one score in [0, 1] for ranking claims (1 = grounded)."""
+        return self.support * (1.0 - self.contradiction)
+
 
 @dataclass(frozen=True)
 class GroundingResult:
@@ -50,6 +60,47 @@ class GroundingResult:
     groundedness: float | None
     abstained: bool
     confidence: float
+    #: ``"generic"`` and ``"empty"`` answers have verdict "neutral", no claims and groundedness None;
+    #: an ``"abstention"`` has verdict "abstained"
+    kind: AnswerKind = "claims"
+
+    @property
+    def score(self) -> float | None:
+        """The weakest claim's entailment score (an answer is as grounded as its worst claim);
+        None when the answer makes no claim."""
+        if not self.claims:
+            return None
+        return min(c.entailment for c in self.claims)
+
+
+def no_claim_result(kind: AnswerKind) -> GroundingResult:
+    """The label of an answer with no claim: undefined groundedness, never 0 or 1."""
+    if kind == "claims":
+        raise ValueError("no_claim_result is for answers without claims; kind must not be 'claims'")
+    abstained = kind == "abstention"
+    return GroundingResult(verdict="abstained" if abstained else "neutral", claims=(), groundedness=None,
+                           abstained=abstained, confidence=NO_CLAIM_CONFIDENCE[kind], kind=kind)
+
+
+def aggregate_claims(claims: Sequence[ClaimVerdict], support_threshold: float = 0.5) -> GroundingResult:
+    """Answer-level label from claim verdicts: contradicted if any claim is, entailed if all are,
+    else neutral; groundedness = share of entailed claims; confidence = the least confident claim's
+    ``|entailment − threshold|`` rescaled to [0, 1]."""
+    if not claims:
+        return no_claim_result("generic")
+    names = [c.verdict for c in claims]
+    verdict: GenerationVerdict
+    if "contradicted" in names:
+        verdict = "contradicted"
+    elif all(n == "entailed" for n in names):
+        verdict = "entailed"
+    else:
+        verdict = "neutral"
+    span = max(support_threshold, 1.0 - support_threshold)
+    confidence = min(min(1.0, abs(c.entailment - support_threshold) / span) for c in claims)
+    return GroundingResult(verdict=verdict, claims=tuple(claims),
+                           groundedness=names.count("entailed") / len(names), abstained=False,
+                           confidence=round(confidence, 6), kind="claims")
 
 
 @runtime_checkable

@@ -1,0 +1,154 @@
+"""Answers → atomic claims, plus the two kinds of answer that make no claim at all.
+
+An *abstention* ("I cannot answer that", "The context does not say") and a *generic* reply
+("haha, I agree!", "Do you like jazz?") carry nothing that a passage could support or contradict.
+Scoring them as grounded (1.0) or ungrounded (0.0) would bias groundedness either way, so
+:func:`extract_claims` reports them apart and the labellers leave their groundedness undefined.
+
+Splitting is deliberately rule-based and conservative: sentences first (aware of abbreviations,
+initials and decimals), then clauses joined by a semicolon or by ", and/but/while/whereas …" when
+both sides are long enough to assert something on their own. A finer split would produce fragments
+("and in 1994") whose support cannot be judged without the sentence they came from.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .labeller import AnswerKind
+
+# Tokens that end a sentence only in appearance.
+_ABBREVIATIONS = frozenset(
+    ["mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "ft", "vs", "etc", "e.g", "i.e", "approx", "no", "vol", "fig", "inc", "ltd", "co", "corp", "dept", "est", "gen", "gov", "sen", "rep", "col", "lt", "sgt", "capt", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "u.s", "u.k", "a.m", "p.m"]
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n\s*\n|\n(?=\s*[-*•]\s)")
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+_CLAUSE_SPLIT = re.compile(r";\s+|,\s+(?=(?:and|but|while|whereas|although)\s)", re.IGNORECASE)
+_LEADING_CONJ = re.compile(r"^(?:and|but|while|whereas|although)\s+", re.IGNORECASE)
+
+# Abstentions: the answer declines to answer, or says the evidence is missing. Matched anywhere
+# in a short answer, or as the whole first sentence of a longer one.
+_ABSTENTION = re.compile(
+    r"\b(?:"
+    r"i\s+(?:can ?not|can't|cannot|am unable to|'m unable to|am not able to|'m not able to|do not|don't)"
+    r"\s+(?:answer|say|tell|determine|find|know|provide|help with|be sure|confirm|verify)"
+    r"|i\s+(?:do not|don't)\s+have\s+(?:enough\s+)?(?:information|data|details|context|knowledge)"
+    r"|i\s+have\s+no\s+(?:idea|information)"
+    r"|(?:the|this|provided|given)\s+(?:context|passages?|documents?|sources?|information|text)s?"
+    r"\s+(?:does|do|did)\s*(?:not|n't)\s+(?:say|mention|contain|provide|specify|state|include|answer)"
+    r"|(?:there is|there's)\s+(?:no|not enough)\s+(?:information|mention|evidence|data)"
+    r"|(?:no|not enough)\s+(?:relevant\s+)?(?:information|evidence)\s+(?:is\s+)?(?:available|provided|given)"
+    r"|(?:is|are)\s+not\s+(?:mentioned|specified|stated|provided)\s+in\s+the\s+"
+    r"(?:context|passages?|documents?|sources?|text)"
+    r"|unable\s+to\s+(?:answer|determine|find)"
+    r"|i\s+(?:am not|'m not)\s+sure"
+    r")",
+    re.IGNORECASE,
+)
+
+# Words that carry no checkable content in conversational replies (greetings, agreement, feelings).
+_FILLER = frozenset(
+    ["a", "an", "the", "and", "or", "but", "so", "to", "of", "in", "on", "at", "for", "with", "about", "as", "by", "from", "that", "this", "these", "those", "it", "its", "it's", "i", "i'm", "im", "me", "my", "we", "us", "our", "you", "your", "yours", "u", "he", "she", "they", "them", "his", "her", "their", "is", "am", "are", "was", "were", "be", "been", "being", "do", "does", "did", "done", "have", "has", "had", "will", "would", "can", "could", "should", "may", "might", "must", "shall", "not", "no", "yes", "yeah", "yea", "yep", "nope", "ok", "okay", "oh", "ah", "haha", "hah", "lol", "lmao", "wow", "hi", "hello", "hey", "bye", "goodbye", "thanks", "thank", "please", "sure", "well", "really", "very", "so", "too", "also", "just", "totally", "definitely", "indeed", "agree", "agreed", "true", "right", "exactly", "cool", "nice", "great", "good", "awesome", "amazing", "interesting", "fun", "funny", "love", "like", "likes", "liked", "enjoy", "enjoyed", "hope", "think", "thought", "guess", "know", "knew", "mean", "feel", "felt", "glad", "sorry", "happy", "day", "talk", "talking", "chat", "chatting", "what", "how", "why", "when", "where", "who", "which", "there", "here", "then", "than", "more", "most", "much", "many", "some", "any", "all", "one", "thing", "things", "stuff", "lot", "lots", "pretty", "kind", "sort", "maybe", "probably", "doubt", "idea", "me", "too", "same", "wish", "fine", "bad", "sad", "let", "let's", "go", "going", "gonna", "want", "wanna", "see", "sounds", "sound", "seem", "seems", "get", "got", "make", "made", "say", "said", "tell", "told"]
+)
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’\-]*")
+
+
+@dataclass(frozen=True)
+class ExtractedClaims:
+    """The claims of one answer. ``claims`` is empty unless ``kind == "claims"``."""
+
+    kind: AnswerKind
+    claims: tuple[str, ...]
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of ``text`` in order; bullets and blank-line paragraphs also end a sentence.
+
+    A period after a known abbreviation or a single capital (an initial) does not end a sentence,
+    and neither does one inside a number ("3.5").
+    """
+    text = text.strip()
+    if not text:
+        return []
+    pieces: list[str] = []
+    start = 0
+    for match in _SENTENCE_END.finditer(text):
+        candidate = text[start:match.start()].rstrip()
+        last = candidate.rsplit(None, 1)[-1] if candidate else ""
+        stem = last.rstrip(".").lower().lstrip("(\"'")
+        if last.endswith(".") and (stem in _ABBREVIATIONS or re.fullmatch(r"[a-z]", stem)):
+            continue
+        pieces.append(candidate)
+        start = match.end()
+    pieces.append(text[start:])
+    out = []
+    for piece in pieces:
+        piece = _BULLET.sub("", piece.strip())
+        if piece:
+            out.append(piece)
+    return out
+
+
+def split_clauses(sentence: str, min_words: int = 4) -> list[str]:
+    """Split a sentence at semicolons and clause-level conjunctions when both sides have at least
+    ``min_words`` words; otherwise keep it whole."""
+    parts = [p.strip() for p in _CLAUSE_SPLIT.split(sentence) if p and p.strip()]
+    if len(parts) <= 1:
+        return [sentence.strip()]
+    merged: list[str] = []
+    for part in parts:
+        part = _LEADING_CONJ.sub("", part)
+        if merged and (len(_WORD.findall(part)) < min_words or len(_WORD.findall(merged[-1])) < min_words):
+            merged[-1] = f"{merged[-1]}, {part}"
+        else:
+            merged.append(part)
+    return merged
+
+
+def content_words(text: str) -> list[str]:
+    """Lower-cased words of ``text`` that are not conversational filler."""
+    return [w for w in (t.lower().strip("'’-") for t in _WORD.findall(text)) if w and w not in _FILLER]
+
+
+def is_abstention(text: str) -> bool:
+    """True when the answer declines to answer or says the evidence is missing.
+
+    Only the first sentence (or a short answer as a whole) is checked, so an answer that explains
+    what the passages do not say *after* answering is not mistaken for a refusal.
+    """
+    sentences = split_sentences(text)
+    if not sentences:
+        return False
+    head = sentences[0] if len(sentences) > 1 else text
+    return bool(_ABSTENTION.search(head))
+
+
+def is_claimless(sentence: str) -> bool:
+    """A sentence that asserts nothing checkable: a question, or fewer than two content words."""
+    stripped = sentence.strip()
+    if stripped.endswith("?"):
+        return True
+    return len(content_words(stripped)) < 2
+
+
+def extract_claims(answer: str, split_conjunctions: bool = True) -> ExtractedClaims:
+    """Split ``answer`` into atomic claims, or say why it has none.
+
+    Returns kind ``"empty"`` for blank text, ``"abstention"`` for a refusal, ``"generic"`` when no
+    sentence asserts anything checkable (greetings, agreement, questions), else ``"claims"`` with
+    the claim-bearing sentences (or clauses) in order.
+    """
+    if not answer or not answer.strip():
+        return ExtractedClaims("empty", ())
+    if is_abstention(answer):
+        return ExtractedClaims("abstention", ())
+    claims: list[str] = []
+    for sentence in split_sentences(answer):
+        if is_claimless(sentence):
+            continue
+        pieces = split_clauses(sentence) if split_conjunctions else [sentence]
+        claims.extend(p for p in pieces if not is_claimless(p) or len(pieces) == 1)
+    if not claims:
+        return ExtractedClaims("generic", ())
+    return ExtractedClaims("claims", tuple(claims))

@@ -1,0 +1,236 @@
+"""Lexical evidence for grounding: what embeddings cannot see.
+
+Cosine similarity rates "water boils at 50 °C" and "water boils at 100 °C" as near-identical. The
+checks here look at the things a fabricated claim usually gets wrong — numbers, dates, names and
+negation — and at how much of the claim's content the evidence actually covers.
+
+All functions are pure and work on :class:`TextFeatures`, computed once per text (and cached by
+the caller, since the same passages recur).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import lru_cache
+
+# A standard English stop-word list (function words only: no content-bearing verbs or nouns).
+STOPWORDS = frozenset(
+    ["a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "myself", "nor", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself", "yourselves", "also", "s", "t", "ll", "d", "m", "re", "ve", "y", "o", "well", "us", "may", "might", "must", "shall", "one's", "it's", "i'm", "i've", "i'd", "you're", "they're", "we're", "he's", "she's", "that's", "there's", "what's", "let's"]
+)
+NEGATIONS = frozenset(
+    ["not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "nowhere", "without", "cannot", "n't", "isn't", "wasn't", "aren't", "weren't", "don't", "doesn't", "didn't", "won't", "wouldn't", "can't", "couldn't", "shouldn't", "hasn't", "haven't", "hadn't"]
+)
+MONTHS = {
+    m: i + 1 for i, names in enumerate(
+        [("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",),
+         ("june", "jun"), ("july", "jul"), ("august", "aug"), ("september", "sep", "sept"),
+         ("october", "oct"), ("november", "nov"), ("december", "dec")]
+    ) for m in names
+}
+_NUMBER_WORDS = {
+    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
+    "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20, "thirty": 30,
+    "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100,
+    "first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7, "eighth": 8,
+    "ninth": 9, "tenth": 10, "twice": 2, "once": 1, "dozen": 12, "half": 0.5,
+}
+_SCALES = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12, "k": 1e3, "m": 1e6, "bn": 1e9}
+_TOKEN = re.compile(r"\d+(?:[.,]\d+)*%?|[A-Za-z]+(?:['’][A-Za-z]+)?")
+_NUMERIC = re.compile(r"(\d+(?:,\d{3})*(?:\.\d+)?)(%?)")
+
+
+@dataclass(frozen=True)
+class TextFeatures:
+    """Lexical view of one text (a claim or an evidence sentence)."""
+
+    #: content stems in order (stop-words removed), for coverage and bigrams
+    stems: tuple[str, ...]
+    #: numeric values mentioned (numbers, number words with scales, percentages), rounded
+    numbers: frozenset[float]
+    #: years (1000–2099) mentioned
+    years: frozenset[int]
+    #: month numbers mentioned
+    months: frozenset[int]
+    #: lower-cased capitalised words that are not sentence-initial stop-words: likely names
+    entities: frozenset[str]
+    #: count of negation cues
+    negations: int
+
+    @property
+    def stem_set(self) -> frozenset[str]:
+        return frozenset(self.stems)
+
+    @property
+    def bigrams(self) -> frozenset[tuple[str, str]]:
+        return frozenset(zip(self.stems, self.stems[1:], strict=False))
+
+
+def stem(word: str) -> str:
+    """A light suffix stripper: enough to match plural/tense variants, never a full stemmer."""
+    w = word.lower().replace("’", "'")
+    if w.endswith("'s"):
+        w = w[:-2]
+    for suffix, min_len in (("ies", 5), ("ing", 6), ("ed", 5), ("es", 5), ("s", 4), ("ly", 6)):
+        if w.endswith(suffix) and len(w) >= min_len and not w.endswith("ss"):
+            w = w[: -len(suffix)] + ("y" if suffix == "ies" else "")
+            break
+    return w
+
+
+def _to_number(raw: str) -> float | None:
+    try:
+        return float(raw.replace(",", ""))
+    except ValueError:
+        return None
+
+
+def _round(value: float) -> float:
+    return round(value, 6)
+
+
+@lru_cache(maxsize=200_000)
+def features(text: str) -> TextFeatures:
+    """Lexical features of ``text``; cached because evidence sentences recur across claims."""
+    tokens = _TOKEN.findall(text)
+    stems: list[str] = []
+    numbers: set[float] = set()
+    years: set[int] = set()
+    months: set[int] = set()
+    entities: set[str] = set()
+    negations = 0
+    prev_number: float | None = None
+    for i, tok in enumerate(tokens):
+        low = tok.lower().replace("’", "'")
+        if low in NEGATIONS or low.endswith("n't"):
+            negations += 1
+        if tok[0].isdigit():
+            match = _NUMERIC.fullmatch(tok)
+            value = _to_number(match.group(1)) if match else None
+            if value is not None:
+                numbers.add(_round(value))
+                if match and not match.group(2) and "." not in tok and "," not in tok and 1000 <= value <= 2099:
+                    years.add(int(value))
+                prev_number = value
+                stems.append(tok.rstrip("%"))
+                continue
+        if low in _SCALES and prev_number is not None and (low not in ("k", "m") or i > 0):
+            numbers.add(_round(prev_number * _SCALES[low]))
+            prev_number = None
+            continue
+        prev_number = None
+        if low in _NUMBER_WORDS:
+            numbers.add(_round(float(_NUMBER_WORDS[low])))
+            prev_number = float(_NUMBER_WORDS[low])
+        if low in MONTHS and (low != "may" or tok[0].isupper()):
+            months.add(MONTHS[low])
+        if low in STOPWORDS:
+            continue
+        # A capital is a name unless it starts the text; a text-initial capital counts only when the
+        # same word does not also appear in lower case later (then it is a common word).
+        if tok[0].isupper() and len(tok) > 1 and (i > 0 or low not in tokens[1:]):
+            entities.add(low)
+        stems.append(stem(low))
+    return TextFeatures(tuple(stems), frozenset(numbers), frozenset(years), frozenset(months),
+                        frozenset(entities), negations)
+
+
+def merge(items: Iterable[TextFeatures]) -> TextFeatures:
+    """The union of several texts' features (stems concatenated in order)."""
+    stems: list[str] = []
+    numbers: set[float] = set()
+    years: set[int] = set()
+    months: set[int] = set()
+    entities: set[str] = set()
+    negations = 0
+    for f in items:
+        stems.extend(f.stems)
+        numbers |= f.numbers
+        years |= f.years
+        months |= f.months
+        entities |= f.entities
+        negations += f.negations
+    return TextFeatures(tuple(stems), frozenset(numbers), frozenset(years), frozenset(months),
+                        frozenset(entities), negations)
+
+
+def coverage(claim: TextFeatures, evidence: TextFeatures) -> float:
+    """Share of the claim's distinct content stems found in the evidence (1.0 for a claim with none)."""
+    claim_set = claim.stem_set
+    if not claim_set:
+        return 1.0
+    return len(claim_set & evidence.stem_set) / len(claim_set)
+
+
+def bigram_coverage(claim: TextFeatures, evidence: TextFeatures) -> float:
+    """Share of the claim's content bigrams found in the evidence; word order and pairing matter here,
+    which unigram coverage cannot see ("A beat B" vs "B beat A" aside, it catches recombined facts)."""
+    grams = claim.bigrams
+    if not grams:
+        return coverage(claim, evidence)
+    return len(grams & evidence.bigrams) / len(grams)
+
+
+def _number_found(value: float, pool: frozenset[float]) -> bool:
+    if value in pool:
+        return True
+    # A claim may round what the evidence states ("3.5 million" for 3,482,000; "3.5" for 3.47):
+    # accept evidence that rounds to the claim at the claim's own precision. Whole numbers below
+    # 10,000 (counts, years) must match exactly: 1901 is not "about" 1889.
+    exponent = Decimal(repr(value)).normalize().as_tuple().exponent
+    if not isinstance(exponent, int) or (exponent >= 0 and abs(value) < 10_000):
+        return False
+    return any(round(v, -exponent) == value for v in pool)
+
+
+def missing_numbers(claim: TextFeatures, evidence: TextFeatures) -> float:
+    """Share of the claim's numbers (and months) absent from the evidence; 0.0 when it states none."""
+    total = len(claim.numbers) + len(claim.months)
+    if not total:
+        return 0.0
+    missing = sum(1 for n in claim.numbers if not _number_found(n, evidence.numbers))
+    missing += len(claim.months - evidence.months)
+    return missing / total
+
+
+def missing_entities(claim: TextFeatures, evidence: TextFeatures) -> float:
+    """Share of the claim's probable names whose words are absent from the evidence (compared by
+    stem, case-insensitively, because evidence may be lower-cased)."""
+    if not claim.entities:
+        return 0.0
+    evidence_words = evidence.stem_set | {e for e in evidence.entities}
+    missing = sum(1 for e in claim.entities if stem(e) not in evidence_words and e not in evidence_words)
+    return missing / len(claim.entities)
+
+
+def number_conflict(claim: TextFeatures, aligned: TextFeatures) -> bool:
+    """The claim states a number or date the aligned evidence sentence does not, while that sentence
+    states another one of the same kind (a year for a year, any number for a number)."""
+    claim_years = claim.years
+    if claim_years and aligned.years and not (claim_years & aligned.years):
+        return True
+    other_claim = {n for n in claim.numbers if n not in claim_years}
+    other_aligned = {n for n in aligned.numbers if n not in aligned.years}
+    if other_claim and other_aligned and not any(_number_found(n, aligned.numbers) for n in other_claim):
+        return True
+    return bool(claim.months and aligned.months and not (claim.months & aligned.months))
+
+
+def negation_mismatch(claim: TextFeatures, aligned: TextFeatures) -> bool:
+    """Exactly one of the two is negated (an odd/even count of negation cues differs)."""
+    return (claim.negations % 2) != (aligned.negations % 2)
+
+
+def entity_conflict(claim: TextFeatures, aligned: TextFeatures) -> bool:
+    """The claim names something the aligned sentence does not, and that sentence names something the
+    claim does not: a likely substitution ("Paris" for "Lyon")."""
+    if not claim.entities or not aligned.entities:
+        return False
+    aligned_words = aligned.stem_set | aligned.entities
+    claim_words = claim.stem_set | claim.entities
+    claim_missing = any(stem(e) not in aligned_words and e not in aligned_words for e in claim.entities)
+    aligned_extra = any(stem(e) not in claim_words and e not in claim_words for e in aligned.entities)
+    return claim_missing and aligned_extra
