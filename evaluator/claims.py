@@ -18,9 +18,17 @@ from dataclasses import dataclass
 
 from .labeller import AnswerKind
 
+
+def _wordlist(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
 # Tokens that end a sentence only in appearance.
-_ABBREVIATIONS = frozenset(
-    ["mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "ft", "vs", "etc", "e.g", "i.e", "approx", "no", "vol", "fig", "inc", "ltd", "co", "corp", "dept", "est", "gen", "gov", "sen", "rep", "col", "lt", "sgt", "capt", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "u.s", "u.k", "a.m", "p.m"]
+_ABBREVIATIONS = _wordlist(
+    """
+    mr mrs ms dr prof sr jr st mt ft vs etc e.g i.e approx no vol fig inc ltd co corp dept est gen
+    gov sen rep col lt sgt capt jan feb mar apr jun jul aug sep sept oct nov dec u.s u.k a.m p.m
+    """
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n\s*\n|\n(?=\s*[-*•]\s)")
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
@@ -48,8 +56,20 @@ _ABSTENTION = re.compile(
 )
 
 # Words that carry no checkable content in conversational replies (greetings, agreement, feelings).
-_FILLER = frozenset(
-    ["a", "an", "the", "and", "or", "but", "so", "to", "of", "in", "on", "at", "for", "with", "about", "as", "by", "from", "that", "this", "these", "those", "it", "its", "it's", "i", "i'm", "im", "me", "my", "we", "us", "our", "you", "your", "yours", "u", "he", "she", "they", "them", "his", "her", "their", "is", "am", "are", "was", "were", "be", "been", "being", "do", "does", "did", "done", "have", "has", "had", "will", "would", "can", "could", "should", "may", "might", "must", "shall", "not", "no", "yes", "yeah", "yea", "yep", "nope", "ok", "okay", "oh", "ah", "haha", "hah", "lol", "lmao", "wow", "hi", "hello", "hey", "bye", "goodbye", "thanks", "thank", "please", "sure", "well", "really", "very", "so", "too", "also", "just", "totally", "definitely", "indeed", "agree", "agreed", "true", "right", "exactly", "cool", "nice", "great", "good", "awesome", "amazing", "interesting", "fun", "funny", "love", "like", "likes", "liked", "enjoy", "enjoyed", "hope", "think", "thought", "guess", "know", "knew", "mean", "feel", "felt", "glad", "sorry", "happy", "day", "talk", "talking", "chat", "chatting", "what", "how", "why", "when", "where", "who", "which", "there", "here", "then", "than", "more", "most", "much", "many", "some", "any", "all", "one", "thing", "things", "stuff", "lot", "lots", "pretty", "kind", "sort", "maybe", "probably", "doubt", "idea", "me", "too", "same", "wish", "fine", "bad", "sad", "let", "let's", "go", "going", "gonna", "want", "wanna", "see", "sounds", "sound", "seem", "seems", "get", "got", "make", "made", "say", "said", "tell", "told"]
+_FILLER = _wordlist(
+    """
+    a an the and or but so to of in on at for with about as by from that this these those it its
+    it's i i'm im me my we us our you your yours u he she they them his her their is am are was were
+    be been being do does did done have has had will would can could should may might must shall not
+    no yes yeah yea yep nope ok okay oh ah haha hah lol lmao wow hi hello hey bye goodbye thanks
+    thank please sure well really very so too also just totally definitely indeed agree agreed true
+    right exactly cool nice great good awesome amazing interesting fun funny love like likes liked
+    enjoy enjoyed hope think thought guess know knew mean feel felt glad sorry happy day talk
+    talking chat chatting what how why when where who which there here then than more most much many
+    some any all one thing things stuff lot lots pretty kind sort maybe probably doubt idea me too
+    same wish fine bad sad let let's go going gonna want wanna see sounds sound seem seems get got
+    make made say said tell told
+    """
 )
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’\-]*")
 
@@ -148,7 +168,8 @@ def extract_claims(answer: str, split_conjunctions: bool = True) -> ExtractedCla
         if is_claimless(sentence):
             continue
         pieces = split_clauses(sentence) if split_conjunctions else [sentence]
-        claims.extend(p for p in pieces if not is_claimless(p) or len(pieces) == 1)
+        # A clause too thin to check on its own ("it is the capital") stays inside its sentence.
+        claims.extend([sentence] if any(is_claimless(p) for p in pieces) else pieces)
     if not claims:
         return ExtractedClaims("generic", ())
     return ExtractedClaims("claims", tuple(claims))

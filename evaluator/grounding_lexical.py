@@ -16,12 +16,29 @@ from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
 
+
+def _wordlist(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
 # A standard English stop-word list (function words only: no content-bearing verbs or nouns).
-STOPWORDS = frozenset(
-    ["a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "myself", "nor", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself", "yourselves", "also", "s", "t", "ll", "d", "m", "re", "ve", "y", "o", "well", "us", "may", "might", "must", "shall", "one's", "it's", "i'm", "i've", "i'd", "you're", "they're", "we're", "he's", "she's", "that's", "there's", "what's", "let's"]
+STOPWORDS = _wordlist(
+    """
+    a about above after again against all am an and any are as at be because been before being below
+    between both but by can could did do does doing down during each few for from further had has
+    have having he her here hers herself him himself his how i if in into is it its itself just me
+    more most my myself nor of off on once only or other our ours ourselves out over own same she
+    should so some such than that the their theirs them themselves then there these they this those
+    through to too under until up very was we were what when where which while who whom why will
+    with would you your yours yourself yourselves also s t ll d m re ve y o well us may might must
+    shall one's it's i'm i've i'd you're they're we're he's she's that's there's what's let's
+    """
 )
-NEGATIONS = frozenset(
-    ["not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "nowhere", "without", "cannot", "n't", "isn't", "wasn't", "aren't", "weren't", "don't", "doesn't", "didn't", "won't", "wouldn't", "can't", "couldn't", "shouldn't", "hasn't", "haven't", "hadn't"]
+NEGATIONS = _wordlist(
+    """
+    not no never none nobody nothing neither nor nowhere without cannot n't isn't wasn't aren't
+    weren't don't doesn't didn't won't wouldn't can't couldn't shouldn't hasn't haven't hadn't
+    """
 )
 MONTHS = {
     m: i + 1 for i, names in enumerate(
