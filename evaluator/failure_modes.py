@@ -14,7 +14,9 @@ Labels
 Primary failure mode, the first that applies (precedence):
 1. ``retrieval_gap``  — G is known and G ∩ P = ∅.
 2. ``rank_inversion`` — gold is in P but not in C; or gold is in C, a distractor outranks it, and
-   the answer leans on distractors (its supported claims cite only non-gold passages, or it fails).
+   the answer is grounded in distractors (its supported claims cite only non-gold passages): the
+   distractor won. An answer that fabricates or abstains with the gold in C is a generation
+   failure (3, 4), whatever the order inside C.
 3. ``under_use``      — gold is in C but the answer abstains, makes no claim (generic), or is
    grounded only in non-gold passages.
 4. ``fabrication``    — some claim is contradicted by, or supported by none of, the supplied passages.
@@ -199,8 +201,7 @@ def primary_mode(retrieval: RetrievalLabel, ranking: RankingLabel, gen: Groundin
         return "retrieval_gap", elsewhere
     if retrieval.gold_in_pool and not retrieval.gold_in_context:
         return "rank_inversion", elsewhere
-    failed = gen is not None and (gen.abstained or not gen.claims or gen.verdict != "entailed")
-    if retrieval.gold_in_context and ranking.ok is False and (elsewhere or failed):
+    if retrieval.gold_in_context and ranking.ok is False and elsewhere:
         return "rank_inversion", elsewhere
     if gen is None:
         return "ok", elsewhere

@@ -41,8 +41,9 @@ CLEAN = ev(["g", "a", "b"], ["g", "a", "b"], ["g", "a"])
     (ev(["a", "b", "g"], ["a", "b", "g"], ["a", "b"]), ABSTAIN, "rank_inversion"),
     # gold in context below a distractor, answer built on the distractor
     (ev(["a", "g"], ["a", "g"], ["a", "g"]), gen(claim("entailed", "a")), "rank_inversion"),
-    # ... or the answer fails: the inversion takes precedence over under_use/fabrication
-    (ev(["a", "g"], ["a", "g"], ["a", "g"]), gen(claim("contradicted", "g")), "rank_inversion"),
+    # a failing answer with the gold in C is a generation failure, whatever the order inside C
+    (ev(["a", "g"], ["a", "g"], ["a", "g"]), gen(claim("contradicted", "g")), "fabrication"),
+    (ev(["a", "g"], ["a", "g"], ["a", "g"]), ABSTAIN, "under_use"),
     # ... but an answer that uses the gold passage despite the inversion is fine
     (ev(["a", "g"], ["a", "g"], ["a", "g"]), gen(claim("entailed", "g")), "ok"),
     # under_use: gold in C (ranked well) but abstains / generic / grounded elsewhere
