@@ -1,0 +1,53 @@
+"""Fixtures of the SDK tests: ragtrace configured with an InMemorySpanExporter, and a loopback
+OTLP/HTTP receiver. Every test leaves ragtrace unconfigured."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import ragtrace
+
+from .receiver import Receiver
+
+SpanGetter = Callable[[], list[ReadableSpan]]
+
+
+@pytest.fixture(autouse=True)
+def _ragtrace_unconfigured_after() -> Iterator[None]:
+    yield
+    ragtrace.shutdown(timeout_s=5)
+
+
+@pytest.fixture
+def configure_memory() -> Iterator[Callable[..., SpanGetter]]:
+    """``configure_memory(**options)`` -> a function returning the spans exported so far
+    (after a flush), by start time."""
+
+    def setup(**options: Any) -> SpanGetter:
+        exporter = InMemorySpanExporter()
+        options.setdefault("service", "svc")
+        ragtrace.configure(exporter=exporter, **options)
+
+        def spans() -> list[ReadableSpan]:
+            assert ragtrace.force_flush(10)
+            return sorted(exporter.get_finished_spans(), key=lambda s: (s.start_time or 0))
+
+        return spans
+
+    yield setup
+
+
+@pytest.fixture
+def memory(configure_memory: Callable[..., SpanGetter]) -> SpanGetter:
+    return configure_memory()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    with Receiver() as rec:
+        yield rec
