@@ -99,7 +99,9 @@ class TraceSpec:
     content: bool = True
 
     def spans(self) -> list[SpanSpec]:
-        root_id, ret_id, rr_id, gen_id = (os.urandom(8).hex() for _ in range(4))
+        # span ids derive from the trace id, so building the same trace twice gives the same spans
+        root_id, ret_id, rr_id, gen_id = (hashlib.sha256(f"{self.trace_id}:{n}".encode()).hexdigest()[:16]
+                                          for n in range(4))
         root: dict[str, Any] = {sc.SPAN_KIND: "CHAIN", sc.INPUT_VALUE: self.query}
         if self.answer is not None:
             root[sc.OUTPUT_VALUE] = self.answer

@@ -1,0 +1,220 @@
+"""The collector over real OTLP/HTTP on loopback, writing to the real engine (embedded chDB)."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from ragtrace_collector import testing as T
+
+from ragtrace import semconv as sc
+
+from ._server import running
+from .test_otlp import _otlp_json
+
+PB = {"content-type": "application/x-protobuf"}
+
+
+def _tenant() -> str:
+    return f"t-{uuid.uuid4().hex[:10]}"
+
+
+def _post(url: str, req: Any, token: str | None = None, *, json: bool = False, gz: bool = False) -> httpx.Response:
+    headers = {"content-type": "application/json" if json else "application/x-protobuf"}
+    body = _otlp_json(req) if json else req.SerializeToString()
+    if gz:
+        body = gzip.compress(body)
+        headers["content-encoding"] = "gzip"
+    if token:
+        headers["authorization"] = f"Bearer {token}"
+    return httpx.post(f"{url}/v1/traces", content=body, headers=headers, timeout=30)
+
+
+def _count(store: Any, table: str, tenant: str) -> int:
+    return int(store.query_rows(f"SELECT count() FROM {store.table(table)} FINAL WHERE tenant = {{t:String}}",
+                                {"t": tenant})[0][0])
+
+
+def test_protobuf_json_and_gzip_end_to_end(chdb_store: Any, tmp_path: Path) -> None:
+    tenant = _tenant()
+    docs = T.corpus(40, size=300)
+    traces = [T.standard_trace(docs, i, gold=[docs[i].id]) for i in range(3)]
+    with running(chdb_store, str(tmp_path / "spool"), tokens={"tok": tenant}) as (url, app):
+        assert _post(url, T.request(traces[0].spans(), release="r-e2e"), "tok").status_code == 200
+        r = _post(url, T.request(traces[1].spans(), release="r-e2e"), "tok", json=True)
+        assert r.status_code == 200 and r.headers["content-type"].startswith("application/json")
+        assert _post(url, T.request(traces[2].spans(), release="r-e2e"), "tok", gz=True).status_code == 200
+        assert app.state.writer.flush(30)
+        listed = httpx.get(f"{url}/api/traces", params={"release": "r-e2e"},
+                           headers={"authorization": "Bearer tok"}).text.splitlines()
+        shown = httpx.get(f"{url}/api/traces/{traces[1].trace_id}", headers={"authorization": "Bearer tok"}).json()
+    got = {r.trace_id: r for r in chdb_store.read_traces(tenant=tenant, with_content=True)}
+    assert set(got) == {t.trace_id for t in traces}
+    for t in traces:
+        rec = got[t.trace_id]
+        assert (rec.query, rec.answer, rec.release, rec.service) == (t.query, t.answer, "r-e2e", "svc")
+        assert [d.id for d in rec.retrieved] == [d.id for d in t.retrieved]
+        assert [d.rank for d in rec.reranked] == list(range(20))
+        assert [d.id for d in rec.context] == [d.id for d in t.reranked[:5]] and not rec.context_derived
+        assert rec.gold_ids == tuple(t.gold)
+        assert rec.context[0].content == t.reranked[0].content
+    assert {orjson.loads(line)["trace_id"] for line in listed} == set(got)
+    assert shown["context"][0]["content"] == traces[1].reranked[0].content
+    assert _count(chdb_store, "spans", tenant) == 12 and _count(chdb_store, "documents", tenant) == 3 * 65
+
+
+def test_split_out_of_order_and_late_spans(chdb_store: Any, tmp_path: Path) -> None:
+    tenant = _tenant()
+    docs = T.corpus(25, size=100)
+    tr = T.standard_trace(docs, 1)
+    root, retr, rerank, gen = tr.spans()
+    with running(chdb_store, str(tmp_path / "spool"), tokens={"k": tenant}) as (url, app):
+        # children first, in two requests; the trace is not a query until its root arrives
+        assert _post(url, T.request([gen]), "k").status_code == 200
+        assert _post(url, T.request([retr]), "k").status_code == 200
+        assert app.state.writer.flush(30)
+        assert list(chdb_store.read_traces(tenant=tenant)) == []
+        assert _post(url, T.request([root]), "k").status_code == 200
+        assert app.state.writer.flush(30)
+        (rec,) = chdb_store.read_traces(tenant=tenant)
+        assert len(rec.retrieved) == 20 and rec.reranked == () and len(rec.context) == 5
+        # a late span still lands
+        assert _post(url, T.request([rerank]), "k").status_code == 200
+        assert app.state.writer.flush(30)
+    (rec,) = chdb_store.read_traces(tenant=tenant)
+    assert [d.id for d in rec.reranked] == [d.id for d in tr.reranked]
+
+
+def test_openinference_only_traces_derive_the_context(chdb_store: Any, tmp_path: Path) -> None:
+    tenant = _tenant()
+    docs = T.corpus(25, size=100)
+    with_rr = T.standard_trace(docs, 2, openinference_only=True, top_k=3)
+    without_rr = T.standard_trace(docs, 3, openinference_only=True, with_reranker=False)
+    with running(chdb_store, str(tmp_path / "spool"), tokens={"k": tenant}) as (url, app):
+        assert _post(url, T.request(with_rr.spans() + without_rr.spans()), "k").status_code == 200
+        assert app.state.writer.flush(30)
+    got = {r.trace_id: r for r in chdb_store.read_traces(tenant=tenant)}
+    a, b = got[with_rr.trace_id], got[without_rr.trace_id]
+    assert a.context_derived and [d.id for d in a.context] == [d.id for d in with_rr.reranked[:3]]
+    assert b.context_derived and [d.id for d in b.context] == [d.id for d in without_rr.retrieved]
+    assert a.answer == with_rr.answer
+
+
+def test_tenants_never_see_each_other(chdb_store: Any, tmp_path: Path) -> None:
+    ta, tb = _tenant(), _tenant()
+    docs = T.corpus(25, size=100)
+    tra, trb = T.standard_trace(docs, 4), T.standard_trace(docs, 5)
+    with running(chdb_store, str(tmp_path / "spool"), tokens={"A": ta, "B": tb}) as (url, app):
+        assert _post(url, T.request(tra.spans()), "A").status_code == 200
+        assert _post(url, T.request(trb.spans()), "B").status_code == 200
+        assert _post(url, T.request(trb.spans())).status_code == 401
+        r = _post(url, T.request(trb.spans()), "wrong")
+        assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+        assert app.state.writer.flush(30)
+
+        def listed(token: str | None) -> httpx.Response:
+            headers = {"authorization": f"Bearer {token}"} if token else {}
+            return httpx.get(f"{url}/api/traces", headers=headers)
+
+        assert [orjson.loads(x)["trace_id"] for x in listed("A").text.splitlines()] == [tra.trace_id]
+        assert [orjson.loads(x)["trace_id"] for x in listed("B").text.splitlines()] == [trb.trace_id]
+        assert listed(None).status_code == 401
+        auth_a = {"authorization": "Bearer A"}
+        assert httpx.get(f"{url}/api/traces/{trb.trace_id}", headers=auth_a).status_code == 404
+        assert httpx.get(f"{url}/api/traces/{tra.trace_id}", headers=auth_a).status_code == 200
+        assert httpx.post(f"{url}/api/audit", headers={"authorization": "Bearer nope"}, json={}).status_code == 401
+    assert _count(chdb_store, "spans", ta) == 4 and _count(chdb_store, "spans", tb) == 4
+
+
+def test_status_codes_health_and_metrics(chdb_store: Any, tmp_path: Path) -> None:
+    with running(chdb_store, str(tmp_path / "spool"), max_body_bytes=4096) as (url, app):
+        assert httpx.post(f"{url}/v1/traces", content=b"x", headers={"content-type": "text/plain"}).status_code == 415
+        big = httpx.post(f"{url}/v1/traces", content=b"\0" * 5000, headers=PB)
+        assert big.status_code == 413
+        bad = httpx.post(f"{url}/v1/traces", content=b"\x0a\x05\x12\x03", headers={"content-type": "application/json"})
+        assert bad.status_code == 400 and "JSON" in bad.json()["message"]
+        req = T.request([T.SpanSpec(os.urandom(16).hex(), os.urandom(8).hex(), "ok", {})])
+        broken = req.resource_spans[0].scope_spans[0].spans.add()
+        broken.trace_id = b"short"
+        ok = _post(url, req)
+        assert ok.status_code == 200
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+        resp = ExportTraceServiceResponse.FromString(ok.content)
+        assert resp.partial_success.rejected_spans == 1 and "trace_id" in resp.partial_success.error_message
+        assert httpx.get(f"{url}/healthz").json() == {"status": "ok"}
+        ready = httpx.get(f"{url}/readyz")
+        assert ready.status_code == 200 and ready.json()["ready"] is True
+        assert app.state.writer.flush(30)
+        text = httpx.get(f"{url}/metrics").text
+    assert 'ragtrace_requests_total{code="415"} 1' in text
+    assert 'ragtrace_requests_total{code="413"} 1' in text
+    assert "ragtrace_spans_rejected_total 1" in text
+    assert 'ragtrace_rows_written_total{table="spans"}' in text
+    assert "ragtrace_spool_bytes" in text and "ragtrace_store_insert_seconds_count" in text
+
+
+def test_retries_and_duplicate_span_ids_never_double_count(chdb_store: Any, tmp_path: Path) -> None:
+    tenant = _tenant()
+    docs = T.corpus(25, size=100)
+    tr = T.standard_trace(docs, 6)
+    req = T.request(tr.spans())
+    doubled = T.request(tr.spans() + tr.spans())  # the same spans twice in one request
+    with running(chdb_store, str(tmp_path / "spool"), tokens={"k": tenant}) as (url, app):
+        for _ in range(3):
+            assert _post(url, req, "k").status_code == 200
+        assert _post(url, doubled, "k", gz=True).status_code == 200
+        assert app.state.writer.flush(30)
+    assert _count(chdb_store, "spans", tenant) == 4
+    assert _count(chdb_store, "documents", tenant) == 65
+    assert _count(chdb_store, "queries", tenant) == 1
+    assert len(list(chdb_store.read_traces(tenant=tenant))) == 1
+
+
+def test_backpressure_answers_429_with_retry_after(chdb_store: Any, tmp_path: Path) -> None:
+    tenant = _tenant()
+    docs = T.corpus(25, size=100)
+    with running(chdb_store, str(tmp_path / "spool"), tokens={"k": tenant}, queue_max_bytes=1000) as (url, app):
+        # Hold the store so the writer cannot drain: the first request fills the queue.
+        with chdb_store.lock:
+            assert _post(url, T.request(T.standard_trace(docs, 7).spans()), "k").status_code == 200
+            r = _post(url, T.request(T.standard_trace(docs, 8).spans()), "k")
+            assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1
+            assert b"RAGTRACE_QUEUE_MAX_BYTES" in r.content  # a google.rpc.Status in protobuf
+        assert app.state.writer.flush(30)
+        assert _post(url, T.request(T.standard_trace(docs, 8).spans()), "k").status_code == 200
+        assert app.state.writer.flush(30)
+    assert _count(chdb_store, "queries", tenant) == 2
+
+
+def test_annotations_attach_gold_and_feedback(chdb_store: Any, tmp_path: Path) -> None:
+    tenant = _tenant()
+    docs = T.corpus(25, size=100)
+    tr = T.standard_trace(docs, 9)
+    gold = T.SpanSpec(os.urandom(16).hex(), os.urandom(8).hex(), "gold",
+                      {sc.ANNOTATES_TRACE_ID: tr.trace_id, sc.ANNOTATION_KIND: "gold",
+                       sc.GOLD_DOCUMENT_IDS: [docs[3].id]})
+    fb = T.SpanSpec(os.urandom(16).hex(), os.urandom(8).hex(), "fb",
+                    {sc.ANNOTATES_TRACE_ID: tr.trace_id, sc.ANNOTATION_KIND: "feedback", sc.FEEDBACK_SCORE: 1.0})
+    with running(chdb_store, str(tmp_path / "spool"), tokens={"k": tenant}) as (url, app):
+        assert _post(url, T.request([*tr.spans(), gold, fb]), "k").status_code == 200
+        assert app.state.writer.flush(30)
+    (rec,) = chdb_store.read_traces(tenant=tenant)
+    assert rec.gold_ids == (docs[3].id,)
+    rows = chdb_store.query_rows(f"SELECT trace_id, score FROM {chdb_store.table('feedback')} FINAL "
+                                 "WHERE tenant = {t:String}", {"t": tenant})
+    assert rows == [(tr.trace_id, 1.0)]
+
+
+@pytest.mark.parametrize("options", [b"[1]", b"{bad"])
+def test_audit_route_validates_its_body(chdb_store: Any, tmp_path: Path, options: bytes) -> None:
+    with running(chdb_store, str(tmp_path / "spool")) as (url, _):
+        r = httpx.post(f"{url}/api/audit", content=options, headers={"content-type": "application/json"})
+    assert r.status_code in (400, 501)
+    assert "error" in r.json()
