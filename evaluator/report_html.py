@@ -72,7 +72,7 @@ def _plot_decomposition(report: dict[str, Any], names: tuple[str, str]) -> str:
     ax1.bar([0, 1], tg, color="#55a868", label="recall · P(pass | gold in C)")
     ax1.bar([0, 1], tn, bottom=tg, color="#c44e52", label="(1 − recall) · P(pass | no gold in C)")
     for i in range(2):
-        ax1.text(i, tg[i] + tn[i] + 0.01, f"e2e {tg[i] + tn[i]:.3f}", ha="center")
+        ax1.text(i, tg[i] + tn[i] + 0.03, f"e2e {tg[i] + tn[i]:.3f}", ha="center")
         ax1.text(i, tg[i] / 2, f"{tg[i]:.3f}", ha="center", color="white")
         ax1.text(i, tg[i] + tn[i] / 2, f"{tn[i]:.3f}", ha="center", color="white")
     ax1.set_xticks([0, 1], [f"baseline\n{names[0][:30]}", f"candidate\n{names[1][:30]}"])

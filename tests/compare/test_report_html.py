@@ -1,0 +1,89 @@
+"""The HTML report in a real browser (Debian's chromium through Playwright): it renders its plots,
+logs no console errors, needs no network, and shows hostile strings as text."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from ragtrace_evaluator.compare import compare
+from ragtrace_evaluator.compare_records import label_set, parse_record
+from ragtrace_evaluator.report_html import render_report, write_report
+
+from .story import story_records
+
+CHROMIUM = "/usr/bin/chromium"
+HOSTILE_QUERY = '"><img src=x onerror=alert(1)>'
+HOSTILE_RELEASE = "<script>alert('release')</script>"
+
+
+@pytest.fixture(scope="module")
+def comparison():
+    base, cand = story_records()
+    base[0]["query_id"] = cand[0]["query_id"] = HOSTILE_QUERY
+    cand[0]["gold_in_context"] = False  # make sure it is listed among the movers
+    base[0]["gold_in_context"] = True
+    a = label_set(HOSTILE_RELEASE, "file", [parse_record(r) for r in base])
+    b = label_set("v2", "file", [parse_record(r) for r in cand])
+    return compare(a, b, n_resamples=500, seed=1, warn=False)
+
+
+def test_untrusted_strings_are_escaped_in_the_markup(comparison) -> None:
+    html = render_report(comparison, trace_url="http://collector.local/traces/{trace_id}")
+    assert HOSTILE_RELEASE not in html and HOSTILE_QUERY not in html
+    assert "&lt;script&gt;alert(&#39;release&#39;)&lt;/script&gt;" in html
+    assert "&#34;&gt;&lt;img src=x onerror=alert(1)&gt;" in html
+    # Trace ids become URL-encoded links when a template is given.
+    assert 'href="http://collector.local/traces/v2-' in html
+    assert "<script" not in html.lower()
+    assert "http://" not in html.replace("http://collector.local/", "").replace("http://www.w3.org/", "")
+
+
+@pytest.mark.browser
+def test_report_renders_in_headless_chromium(comparison, tmp_path: Path) -> None:
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium)")
+    from playwright.sync_api import sync_playwright
+
+    path = write_report(comparison, tmp_path / "report.html")
+    errors: list[str] = []
+    dialogs: list[str] = []
+    requests: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+
+            def route(r):  # the report must be self-contained: any request off the file is a bug
+                if not r.request.url.startswith(("file://", "data:")):
+                    requests.append(r.request.url)
+                    r.abort()
+                else:
+                    r.continue_()
+
+            page.route("**/*", route)
+            page.goto(path.as_uri())
+            page.wait_for_load_state("load")
+            plots = page.evaluate(
+                "() => Array.from(document.querySelectorAll('img.plot')).map(i => "
+                "({id: i.id, ok: i.complete && i.naturalWidth > 100 && i.naturalHeight > 100}))")
+            text = page.inner_text("body")
+            n_scripts = page.evaluate("() => document.scripts.length")
+            lost_rows = page.locator("#movers-gold_in_context-lost + div table tr").count()
+            page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+        finally:
+            browser.close()
+    assert errors == [] and dialogs == [] and requests == []
+    assert {p["id"] for p in plots} == {"plot-decomposition", "plot-deltas", "plot-scores", "plot-cells"}
+    assert all(p["ok"] for p in plots), plots
+    assert n_scripts == 0
+    assert HOSTILE_RELEASE in text and HOSTILE_QUERY in text  # shown as text, not executed
+    assert "gold_in_context · lost (62)" in text and lost_rows == 63  # header row + 62 movers
+    assert "Family-wise false-alarm probability" in text
+    assert (tmp_path / "report.png").stat().st_size > 10_000
