@@ -26,6 +26,7 @@ class Candidate:
     moved: int | None
     in_context: bool
     gold: bool
+    content: str | None = None
 
 
 @dataclass(frozen=True)
@@ -72,20 +73,23 @@ def _by_id(docs: tuple[DocumentRef, ...]) -> dict[str, DocumentRef]:
 
 
 def candidates(trace: TraceRecord) -> tuple[Candidate, ...]:
-    """Every document of the retrieved and reranked lists with its rank in each and its movement."""
-    ret, rer = _by_id(trace.retrieved), _by_id(trace.reranked)
-    ctx = {d.id for d in trace.context}
+    """Every document the query touched (reranked, then retrieved-only, then context-only), with its
+    rank in each list and how the reranker moved it."""
+    ret, rer, ctx_docs = _by_id(trace.retrieved), _by_id(trace.reranked), _by_id(trace.context)
+    ctx = set(ctx_docs)
     gold = set(trace.gold_ids)
-    ids = list(rer) + [i for i in ret if i not in rer]
+    ids = list(rer) + [i for i in ret if i not in rer] + [i for i in ctx_docs if i not in rer and i not in ret]
     out = []
     for doc_id in ids:
         a, b = ret.get(doc_id), rer.get(doc_id)
+        text = next((d.content for d in (b, a, ctx_docs.get(doc_id)) if d is not None and d.content is not None),
+                    None)
         out.append(Candidate(
             doc_id=doc_id,
             retrieved_rank=a.rank + 1 if a else None, retrieved_score=a.score if a else None,
             reranked_rank=b.rank + 1 if b else None, reranked_score=b.score if b else None,
             moved=(a.rank - b.rank) if a and b else None,
-            in_context=doc_id in ctx, gold=doc_id in gold,
+            in_context=doc_id in ctx, gold=doc_id in gold, content=text,
         ))
     return tuple(out)
 
