@@ -1,0 +1,96 @@
+"""`ragtrace compare` on releases in the store: the audit's `labels` rows (written exactly as
+`ragtrace audit` writes them), one labeller manifest per comparison."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ragtrace_evaluator.audit import label_row
+from ragtrace_evaluator.compare import compare
+from ragtrace_evaluator.compare_cli import compare_main
+from ragtrace_evaluator.compare_records import load_release
+
+from .story import story_records
+
+
+def _insert(store: Any, tenant: str, records: list[dict[str, Any]], *, release: str, manifest: str) -> None:
+    t = datetime(2026, 11, 1, tzinfo=UTC)
+    rows = [label_row({**r, "release": release, "manifest_id": manifest, "trace_id": f"{release}-{r['query_id']}"},
+                      tenant=tenant, trace_time=t) for r in records]
+    store.insert("labels", rows, ["tenant", "manifest_id", "trace_id", "query_id", "service", "release",
+                                  "failure_mode", "gold_in_pool", "gold_in_context", "ranking_ok", "generation",
+                                  "passed", "score", "confidence", "detail", "trace_time", "labelled_at"])
+
+
+def test_releases_in_the_store_compare_like_the_files(chdb_store: Any) -> None:
+    tenant = f"compare-{uuid.uuid4().hex[:8]}"
+    base, cand = story_records()
+    _insert(chdb_store, tenant, base, release="v1", manifest="m-story")
+    _insert(chdb_store, tenant, cand, release="v2", manifest="m-story")
+    (a,) = load_release(chdb_store, "v1", tenant=tenant)
+    (b,) = load_release(chdb_store, "v2", tenant=tenant)
+    assert a.source == "store" and a.manifest_ids == ("m-story",) and len(a.labels) == 400
+    c = compare(a, b, n_resamples=1000, seed=0, warn=False)
+    rep = c.to_json()
+    assert rep["decomposition"]["baseline"]["recall"] == pytest.approx(0.81)
+    assert rep["decomposition"]["candidate"]["p_pass_given_gold"] == pytest.approx(246 / 264)
+    lost = next(m for m in rep["movers"] if m["boundary"] == "gold_in_context" and m["direction"] == "lost")
+    assert lost["n"] == 61 and lost["candidate_trace_ids"][0].startswith("v2-")
+    assert c.tripped
+    # Tenancy: another tenant sees nothing.
+    assert load_release(chdb_store, "v1", tenant=tenant + "-other") == []
+    # A second manifest for v1 appears as its own label set, newest first.
+    _insert(chdb_store, tenant, base[:10], release="v1", manifest="m-newer")
+    sets = load_release(chdb_store, "v1", tenant=tenant)
+    assert [s.manifest_ids for s in sets] == [("m-newer",), ("m-story",)]
+    (only,) = load_release(chdb_store, "v1", tenant=tenant, manifest_id="m-story")
+    assert len(only.labels) == 400
+
+
+@pytest.fixture(scope="module")
+def http_store(chdb_http_server: str) -> tuple[str, str]:
+    """Two releases (and a stray manifest) in a ClickHouse-over-HTTP store that any process can use."""
+    from ragtrace_collector.store import open_store
+
+    tenant = f"compare-http-{uuid.uuid4().hex[:8]}"
+    base, cand = story_records()
+    with open_store(chdb_http_server, migrate=True) as store:
+        _insert(store, tenant, base, release="v1", manifest="m1")
+        _insert(store, tenant, cand, release="v2", manifest="m1")
+        _insert(store, tenant, cand[:50], release="v3", manifest="m2")
+        _insert(store, tenant, base[:50], release="v4", manifest="m1")
+        _insert(store, tenant, base[:50], release="v4", manifest="m2")
+    return chdb_http_server, tenant
+
+
+def test_cli_compares_store_releases(http_store: tuple[str, str], tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    url, tenant = http_store
+    out = tmp_path / "r.json"
+    code = compare_main(["--baseline", "v1", "--candidate", "v2", "--store", url, "--tenant", tenant,
+                         "--json", str(out), "--resamples", "1000"])
+    assert code == 1
+    rep = json.loads(out.read_text())
+    assert rep["baseline"] == {"name": "v1", "source": "store", "manifest_ids": ["m1"], "n_queries": 400}
+    assert rep["decomposition"]["delta"]["e2e"] == pytest.approx(0.0075)
+    assert "GATE TRIPPED recall_5" in capsys.readouterr().out
+
+
+def test_cli_refuses_labels_of_different_manifests(http_store: tuple[str, str],
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    url, tenant = http_store
+    common = ["--store", url, "--tenant", tenant, "--resamples", "300"]
+    assert compare_main(["--baseline", "v1", "--candidate", "v3", *common]) == 2
+    assert "labeller manifests" in capsys.readouterr().err
+    assert compare_main(["--baseline", "v1", "--candidate", "v3", "--force", *common]) in (0, 1)
+    # One release labelled under two manifests: choose one.
+    assert compare_main(["--baseline", "v4", "--candidate", "v1", *common]) == 2
+    assert "--manifest" in capsys.readouterr().err
+    assert compare_main(["--baseline", "v4", "--candidate", "v1", "--manifest", "m1", *common]) in (0, 1)
+    assert compare_main(["--baseline", "nope", "--candidate", "v1", *common]) == 2
+    assert "no audit labels for release 'nope'" in capsys.readouterr().err
