@@ -113,7 +113,7 @@ def _plot_scores(c: Comparison) -> str:
     import numpy as np
 
     fig, ax = plt.subplots(figsize=(8, 3.4))
-    bins = np.linspace(0.0, 1.0, 26)
+    bins = [float(x) for x in np.linspace(0.0, 1.0, 26)]
     for side, color in (("baseline", _BASE), ("candidate", _CAND)):
         vals = c.scores(side)
         vals = vals[np.isfinite(vals)]
