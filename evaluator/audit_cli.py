@@ -52,6 +52,10 @@ def _audit_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for --server (default 3600)")
     p.add_argument("--quiet", action="store_true", help="no tables, no progress bar")
+    # Human review (ragtrace_collector.review): put the flagged traces into a review queue.
+    p.add_argument("--queue", metavar="NAME", help="also fill review queue NAME (local --store only)")
+    p.add_argument("--per-mode", type=int, default=20, help="review queue cap per stratum (default: 20)")
+    p.add_argument("--reviewers", type=int, default=2, help="K distinct reviewers per queued item (default: 2)")
     return p
 
 
@@ -65,6 +69,10 @@ def audit_main(argv: list[str]) -> int:
         "resume": not args.no_resume, "batch_size": args.batch_size,
     }
     options = {k: v for k, v in options.items() if v is not None}
+    if args.server and args.queue:
+        print("ragtrace audit: --queue needs direct store access (--store); with --server, run "
+              "`ragtrace review enqueue --queue NAME` where the store can be opened", file=sys.stderr)
+        return 2
     if args.server:
         code, report = _remote_audit(args.server, options, token=args.token or os.environ.get(ENV_TOKEN),
                                      want_records=bool(args.per_trace), timeout=args.timeout)
@@ -110,7 +118,22 @@ def _local_audit(args: argparse.Namespace, options: dict[str, Any]) -> tuple[int
         return 1, {}
     try:
         report = run_audit(store, tenant=args.tenant, per_trace=args.per_trace,
-                           progress=not args.quiet and sys.stderr.isatty(), **options)
+                           progress=not args.quiet and sys.stderr.isatty(),
+                           **options, **({"return_records": True} if args.queue else {}))
+        if args.queue:
+            from ragtrace_collector.review import ReviewError, enqueue
+
+            try:
+                queued = enqueue(store, args.queue, report.pop("records", []), args.per_mode, args.reviewers,
+                                 tenant=args.tenant)
+            except ReviewError as exc:
+                print(f"ragtrace audit: review queue: {exc}", file=sys.stderr)
+                return 2, {}
+            report["review_queue"] = {"queue": queued.queue, "added": queued.added,
+                                      "already_queued": queued.already_queued,
+                                      "reviewers_per_item": queued.reviewers_per_item}
+            print(f"review queue {queued.queue}: added {queued.total_added} traces "
+                  f"({queued.already_queued} already queued), K={queued.reviewers_per_item}", file=sys.stderr)
     except AuditError as exc:
         print(f"ragtrace audit: {exc}", file=sys.stderr)
         return 2, {}

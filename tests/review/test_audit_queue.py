@@ -1,0 +1,58 @@
+"""`ragtrace audit --queue NAME` fills a review queue, as a user runs it (console script, own process:
+chDB allows one store directory per process and this test process owns the shared one)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+RAGTRACE = str(Path(sys.executable).with_name("ragtrace"))
+# The audit tests' deterministic keyword labeller: no model download, same verdicts every run.
+LABELLER = "py:tests.audit.fixtures:make_grounding_labeller"
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+    return subprocess.run(list(args), capture_output=True, text=True, cwd=REPO, env=env, timeout=300, check=False)
+
+
+def test_audit_fills_a_stratified_queue(tmp_path: Path) -> None:
+    store_dir = tmp_path / "store"
+    seed = textwrap.dedent(f"""
+        from ragtrace_collector.store import open_store
+        from tests.audit.fixtures import scenario, write_traces
+        with open_store({str(store_dir)!r}) as st:
+            write_traces(st, "default", list(scenario("q").values()))
+    """)
+    proc = _run(sys.executable, "-c", seed)
+    assert proc.returncode == 0, proc.stderr
+    proc = _run(RAGTRACE, "audit", "--store", str(store_dir), "--labeller", LABELLER, "--relevance-labeller",
+                "none", "--queue", "weekly", "--per-mode", "1", "--reviewers", "2", "--json", "-")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    queued = report["review_queue"]
+    # one trace per failure mode that occurred (the scenario has all five), K = 2
+    assert queued["reviewers_per_item"] == 2 and queued["already_queued"] == 0
+    modes = {k.split(":", 1)[1] for k in queued["added"] if k.startswith("mode:")}
+    assert modes == {"retrieval_gap", "rank_inversion", "under_use", "fabrication", "ok"}
+    assert all(v == 1 for k, v in queued["added"].items() if k.startswith("mode:"))
+    assert "records" not in report
+    check = textwrap.dedent(f"""
+        from ragtrace_collector.store import open_store
+        from ragtrace_collector.review.queues import list_items
+        with open_store({str(store_dir)!r}) as st:
+            items = list_items(st, tenant="default", queue="weekly")
+            print(len(items), len({{i.manifest_id for i in items}}), items[0].manifest_id)
+    """)
+    proc = _run(sys.executable, "-c", check)
+    assert proc.returncode == 0, proc.stderr
+    n, n_manifests, manifest_id = proc.stdout.split()
+    assert int(n) == sum(queued["added"].values()) and n_manifests == "1" and manifest_id == report["manifest_id"]
+    # --queue needs the store itself, not a remote audit
+    proc = _run(RAGTRACE, "audit", "--server", "http://127.0.0.1:9", "--queue", "weekly")
+    assert proc.returncode == 2 and "--queue needs direct store access" in proc.stderr
