@@ -9,8 +9,9 @@ Guarantees:
 - the queue is bounded: when full, new spans are dropped and counted (``stats().dropped_queue_full``);
 - a sink failure is counted (``dropped_export_failed``) and logged at most once a minute;
 - ``flush``/``shutdown`` wait at most their timeout;
-- fork-safe: in a forked child the queue is emptied (the parent exports those spans), a new worker
-  starts on the child's first span and the sink reopens its connections.
+- fork-safe: in a forked child the queue is emptied (the parent exports those spans), the counters
+  restart from zero, a new worker starts on the child's first span and the sink reopens its
+  connections.
 """
 
 from __future__ import annotations
@@ -148,8 +149,11 @@ class ExportQueue:
             ok = False
             try:
                 ok = self._sink.export(spans)
+                if not ok:  # the OTLP sink has logged the details under the same key already
+                    log_once("export-failed", "ragtrace: exporting %d spans failed; they are dropped "
+                             "(counted in ragtrace.stats())", len(spans))
             except Exception as exc:
-                log_once("sink", "ragtrace: exporting %d spans failed: %r", len(spans), exc)
+                log_once("export-failed", "ragtrace: exporting %d spans failed: %r", len(spans), exc)
             with self._lock:
                 self.export_requests += 1
                 if ok:
@@ -210,6 +214,9 @@ class ExportQueue:
         self._thread = None
         self._busy = False
         self._flush_requested = self._flush_done = 0
+        # Counters describe this process: the child starts from zero.
+        self.exported = self.dropped_queue_full = self.dropped_export_failed = 0
+        self.dropped_flatten_failed = self.export_requests = self.export_failures = 0
         try:
             self._sink.after_fork()
         except Exception:

@@ -39,12 +39,12 @@ _FLAG_IS_REMOTE: Final = 0x200
 
 
 def _varint(value: int) -> bytes:
-    if value < 0x80:
-        return _VARINT_1[value]
-    if value < 0x4000:
-        return bytes(((value & 0x7F) | 0x80, value >> 7))
     if value < 0:
         value += 1 << 64  # int64 two's complement
+    elif value < 0x80:
+        return _VARINT_1[value]
+    elif value < 0x4000:
+        return bytes(((value & 0x7F) | 0x80, value >> 7))
     out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)
@@ -126,7 +126,8 @@ class Encoder:
         if span.status_code:
             status += b"\x18" + _varint(span.status_code)
         parts.append(_field(b"\x7a", status))  # Span.status = 15, present even when unset
-        flags = _FLAG_HAS_IS_REMOTE | (_FLAG_IS_REMOTE if span.parent_remote else 0)
+        remote = span.parent_remote and span.parent_id is not None
+        flags = _FLAG_HAS_IS_REMOTE | (_FLAG_IS_REMOTE if remote else 0)
         parts.append(b"\x85\x01" + _pack_i(flags))  # Span.flags = 16, fixed32
         return b"".join(parts)
 
