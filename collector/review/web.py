@@ -21,7 +21,7 @@ import secrets
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import quote
+from urllib.parse import quote as _quote
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -89,6 +89,11 @@ def _templates() -> Environment:
 def _is_html_get(request: Request) -> bool:
     return request.method == "GET" and "text/html" in request.headers.get("accept", "") \
         and not request.url.path.startswith(f"{PREFIX}/api/")
+
+
+def quote(part: str) -> str:
+    """Percent-encode one path segment ('/' included: trace ids are arbitrary text)."""
+    return _quote(part, safe="")
 
 
 def _safe_next(target: str | None) -> str:
@@ -162,7 +167,7 @@ def mount(app: FastAPI, get_store: Callable[..., Store], settings: Any = None) -
             raise CsrfRejected()
         reviewer = auth.reviewer_for_token(store, token.strip()) if isinstance(token, str) else None
         if reviewer is None:
-            return RedirectResponse(f"{PREFIX}/login?error=1&next={quote(_safe_next(str(target or '')))}",
+            return RedirectResponse(f"{PREFIX}/login?error=1&next={_quote(_safe_next(str(target or '')))}",
                                     status_code=303)
         session_id, _ = auth.create_session(store, reviewer)
         resp = RedirectResponse(_safe_next(str(target or "")), status_code=303)
@@ -289,7 +294,7 @@ def mount(app: FastAPI, get_store: Callable[..., Store], settings: Any = None) -
 
     async def on_anonymous(request: Request, exc: Exception) -> Response:
         if _is_html_get(request):
-            target = quote(request.url.path + (f"?{request.url.query}" if request.url.query else ""))
+            target = _quote(request.url.path + (f"?{request.url.query}" if request.url.query else ""))
             return RedirectResponse(f"{PREFIX}/login?next={target}", status_code=303)
         return JSONResponse({"error": "log in at /review/login or send 'Authorization: Bearer TOKEN'"},
                             status_code=401, headers={"WWW-Authenticate": 'Bearer realm="ragtrace-review"'})
