@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 import textwrap
 from collections.abc import Iterable
@@ -30,6 +31,7 @@ from ragtrace_collector.store import (
 )
 
 assert DEFAULT_TENANT == STORE_DEFAULT_TENANT
+log = logging.getLogger("ragtrace.collector")
 
 _STORE_HELP = ("a directory (embedded chDB) or http(s)://user:password@host:8123/database; "
                f"default $RAGTRACE_STORE or {default_store_path()}")
@@ -98,7 +100,15 @@ def serve_main(argv: list[str]) -> int:
                                 timeout_graceful_shutdown=max(1, int(settings.shutdown_timeout)),
                                 access_log=a.log_level == "debug")
         server = uvicorn.Server(config)
+        # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal to whatever
+        # handler was installed before it. A handler that only records it makes a clean stop
+        # (flushed, spool closed) exit 0, as process supervisors expect.
+        stopped_by: list[int] = []
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda signum, frame: stopped_by.append(signum))
         server.run()
+        if stopped_by:
+            log.info("stopped by signal %d", stopped_by[0])
         return 0 if server.started else 1
     finally:
         store.close()

@@ -384,7 +384,7 @@ def open_store(store: str | os.PathLike[str] | None = None, *, migrate: bool = T
         try:
             client = clickhouse_connect.get_client(interface="chdb", path=str(path))
         except Exception as exc:
-            if "lock" in str(exc).lower():
+            if "lock" in str(exc).lower() or _locked_by_another_process(path):
                 raise StoreLockedError(
                     f"the embedded store {path} is in use by another process (usually `ragtrace serve`). "
                     "An embedded store allows one process at a time: run this command through the "
@@ -396,6 +396,29 @@ def open_store(store: str | os.PathLike[str] | None = None, *, migrate: bool = T
     if migrate:
         st.migrate()
     return st
+
+
+def _locked_by_another_process(path: Path) -> bool:
+    """Whether a server process holds the embedded engine's lock on ``<path>/status``.
+
+    chDB reports a held lock only on stderr and raises a generic "Failed to create connection",
+    so after a failed open the lock itself is asked (flock, as ClickHouse takes it).
+    """
+    import fcntl
+
+    status = path / "status"
+    if not status.exists():
+        return False
+    try:
+        with status.open("rb") as fh:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    except OSError:
+        return False
+    return False
 
 
 def _redacted(url: str) -> str:
