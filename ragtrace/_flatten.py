@@ -32,6 +32,7 @@ from ragtrace._runtime import (
     SpanRecord,
     log_once,
 )
+from ragtrace._version import VERSION
 
 AttrValue = str | bool | int | float | tuple[str, ...]
 
@@ -143,10 +144,15 @@ class Flattener:
         else:
             attrs[sc.SPAN_KIND] = _STAGE_KIND[stage]
             output = stream_text(rec.chunks) if rec.chunks is not None else answer_text(rec.output)
+            # Every span says how its text was cut: the collector reads it per document span.
+            attrs[sc.CONTENT_MODE] = self._content_label
             if stage in (PIPELINE, REQUEST):
                 self._text(attrs, sc.INPUT_VALUE, rec.input)
                 self._text(attrs, sc.OUTPUT_VALUE, output)
-                attrs[sc.CONTENT_MODE] = self._content_label
+                # Marks the query root for readers of the trace. A request span that contains a
+                # pipeline carries its query and answer too, but the pipeline span is the root.
+                if stage == PIPELINE or not rec.has_pipeline:
+                    attrs[sc.SDK_VERSION] = VERSION
             elif stage == RETRIEVER:
                 self._text(attrs, sc.INPUT_VALUE, rec.input)
                 self._documents(attrs, sc.RETRIEVAL_DOCUMENTS, rec.documents, rec, texts)
@@ -246,7 +252,8 @@ class Flattener:
                 doc = Document()
             key_id, key_score, key_content, key_hash, key_meta = self._key_set(prefix, index)
             text, digest = self._passage(doc.text, texts) if doc.text is not None else (None, None)
-            doc_id = doc.id if doc.id is not None else digest
+            # Same stand-in as the collector uses for OpenInference documents without an id.
+            doc_id = doc.id if doc.id is not None else (f"sha256:{digest[:16]}" if digest else None)
             if doc_id is not None:
                 attrs[key_id] = doc_id
             if doc.score is not None:

@@ -52,7 +52,7 @@ class SpanRecord:
 
     __slots__ = (
         "adapter", "annotation", "attributes", "chunks", "documents", "end_ns", "error", "gold_ids",
-        "http", "input", "input_documents", "model", "name", "otel_token", "outer", "output",
+        "has_pipeline", "http", "input", "input_documents", "model", "name", "otel_token", "outer", "output",
         "parent_id", "query_id", "remote_parent", "root", "sampled", "span_id", "stage", "start_ns", "streamed",
         "token", "top_k", "trace_id",
     )
@@ -79,6 +79,7 @@ class SpanRecord:
         self.gold_ids: list[str] | None = None
         self.error: BaseException | None = None
         self.streamed = False
+        self.has_pipeline = False  # a request record that a pipeline ran inside
         self.chunks: list[Any] | None = None
         self.attributes: dict[str, Any] | None = None  # extra attributes set by the user
         self.http: dict[str, Any] | None = None  # method, path, route, status (middleware)
@@ -252,6 +253,7 @@ def end(rec: SpanRecord) -> None:
 def _fill_outer(rec: SpanRecord, outer: SpanRecord) -> None:
     """A pipeline inside a request: the request's root span also carries the query and answer,
     so a collector reading the trace root finds them whichever span is the root."""
+    outer.has_pipeline = True
     if outer.input is None:
         outer.input = rec.input
     if outer.output is None:

@@ -60,6 +60,10 @@ def make_app() -> FastAPI:
     def stream(q: str) -> StreamingResponse:
         return StreamingResponse(ask_stream(q), media_type="text/plain")
 
+    @app.get("/search")
+    def search(q: str) -> list[dict[str, str]]:
+        return retrieve(q)  # no pipeline: the request span is the query root
+
     @app.get("/boom")
     def boom() -> None:
         raise RuntimeError("handler failed")
@@ -101,8 +105,19 @@ def test_request_span_route_status_and_traceparent(memory: Any) -> None:
     }
     pipeline = spans["ask_pipeline"]
     assert pipeline.parent is not None and pipeline.parent.span_id == request.context.span_id
+    # the pipeline span is marked as the query root; the request span (no SDK marker) is not
+    assert (pipeline.attributes or {})[sc.SDK_VERSION] == ragtrace.__version__
     assert spans["retrieve"].parent is not None
     assert spans["retrieve"].parent.span_id == pipeline.context.span_id
+
+
+def test_request_without_pipeline_is_the_query_root(memory: Any) -> None:
+    assert _get(make_app(), "/search?q=paris").status_code == 200
+    spans = {short(s.name): s for s in memory()}
+    request = spans["GET /search"]
+    assert (request.attributes or {})[sc.SDK_VERSION] == ragtrace.__version__
+    assert spans["retrieve"].parent is not None
+    assert spans["retrieve"].parent.span_id == request.context.span_id
 
 
 def test_streaming_response_records_the_whole_answer(memory: Any) -> None:

@@ -13,7 +13,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 import ragtrace
 from ragtrace import semconv as sc
 
-from .util import by_name, doc_attrs, docs
+from .util import FULL, ROOT, by_name, doc_attrs, docs
 
 CANDIDATES = docs(6)
 
@@ -49,21 +49,22 @@ def test_every_stage_exact_attributes(memory: Any) -> None:
 
     assert dict(root.attributes or {}) == {
         sc.SPAN_KIND: "CHAIN", sc.INPUT_VALUE: "who won?", sc.OUTPUT_VALUE: "answer from d5,d4,d3",
-        sc.CONTENT_MODE: "full", sc.QUERY_ID: "q-1", sc.GOLD_DOCUMENT_IDS: ("d5", "d2"),
+        sc.QUERY_ID: "q-1", sc.GOLD_DOCUMENT_IDS: ("d5", "d2"), **ROOT,
     }
     assert dict(ret.attributes or {}) == {
         sc.SPAN_KIND: "RETRIEVER", sc.INPUT_VALUE: "who won?", **doc_attrs(sc.RETRIEVAL_DOCUMENTS, CANDIDATES),
+        **FULL,
     }
     reranked = list(reversed(CANDIDATES))[:3]
     assert dict(rr.attributes or {}) == {
         sc.SPAN_KIND: "RERANKER", sc.RERANKER_QUERY: "who won?", sc.RERANKER_TOP_K: 3,
         sc.RERANKER_MODEL_NAME: "cross-encoder-x",
         **doc_attrs(sc.RERANKER_INPUT_DOCUMENTS, CANDIDATES),
-        **doc_attrs(sc.RERANKER_OUTPUT_DOCUMENTS, reranked),
+        **doc_attrs(sc.RERANKER_OUTPUT_DOCUMENTS, reranked), **FULL,
     }
     assert dict(gen.attributes or {}) == {
         sc.SPAN_KIND: "LLM", sc.INPUT_VALUE: "who won?", sc.OUTPUT_VALUE: "answer from d5,d4,d3",
-        sc.LLM_MODEL_NAME: "smol", **doc_attrs(sc.CONTEXT_DOCUMENTS, reranked),
+        sc.LLM_MODEL_NAME: "smol", **doc_attrs(sc.CONTEXT_DOCUMENTS, reranked), **FULL,
     }
     # one trace, children under the root, root has no parent
     assert {s.context.trace_id for s in spans.values()} == {root.context.trace_id}
@@ -96,7 +97,8 @@ def test_many_documents_are_not_dropped_by_attribute_limits(memory: Any) -> None
     big_rerank("q", many)
     (span,) = memory()
     attrs = span.attributes or {}
-    assert len(attrs) == 1 + 1 + 1 + 2 * 60 * 4  # kind, query, top_k, 2 lists x 60 x (id, score, content, hash)
+    # kind, mode, query, top_k, 2 lists x 60 x (id, score, content, hash)
+    assert len(attrs) == 4 + 2 * 60 * 4
     assert attrs[f"{sc.RERANKER_OUTPUT_DOCUMENTS}.59.{sc.DOCUMENT_ID}"] == "d0"
 
 
@@ -204,7 +206,7 @@ def test_generator_function_retriever_records_yielded_documents(memory: Any) -> 
     assert [d["id"] for d in scan("q")] == ["d0", "d1", "d2"]
     (span,) = memory()
     assert dict(span.attributes or {}) == {
-        sc.SPAN_KIND: "RETRIEVER", sc.INPUT_VALUE: "q", **doc_attrs(sc.RETRIEVAL_DOCUMENTS, docs(3))}
+        sc.SPAN_KIND: "RETRIEVER", sc.INPUT_VALUE: "q", **doc_attrs(sc.RETRIEVAL_DOCUMENTS, docs(3)), **FULL}
 
 
 def test_async_functions_and_async_generators(memory: Any) -> None:

@@ -12,7 +12,7 @@ from opentelemetry.trace import StatusCode
 import ragtrace
 from ragtrace import semconv as sc
 
-from .util import by_name, doc_attrs, docs
+from .util import FULL, ROOT, by_name, doc_attrs, docs
 
 
 def test_explicit_query_exact_attributes_and_chained_durations(memory: Any) -> None:
@@ -30,16 +30,16 @@ def test_explicit_query_exact_attributes_and_chained_durations(memory: Any) -> N
     assert format(root.context.trace_id, "032x") == trace_id
     assert dict(root.attributes or {}) == {
         sc.SPAN_KIND: "CHAIN", sc.INPUT_VALUE: "where?", sc.OUTPUT_VALUE: "in d3", sc.QUERY_ID: "q-9",
-        sc.GOLD_DOCUMENT_IDS: ("d3",), sc.CONTENT_MODE: "full"}
+        sc.GOLD_DOCUMENT_IDS: ("d3",), **ROOT}
     assert dict(spans["retrieve"].attributes or {}) == {
-        sc.SPAN_KIND: "RETRIEVER", sc.INPUT_VALUE: "where?", **doc_attrs(sc.RETRIEVAL_DOCUMENTS, cands)}
+        sc.SPAN_KIND: "RETRIEVER", sc.INPUT_VALUE: "where?", **doc_attrs(sc.RETRIEVAL_DOCUMENTS, cands), **FULL}
     assert dict(spans["rerank"].attributes or {}) == {
         sc.SPAN_KIND: "RERANKER", sc.RERANKER_QUERY: "where?", sc.RERANKER_TOP_K: 2,
         sc.RERANKER_MODEL_NAME: "ce", **doc_attrs(sc.RERANKER_INPUT_DOCUMENTS, cands),
-        **doc_attrs(sc.RERANKER_OUTPUT_DOCUMENTS, top)}
+        **doc_attrs(sc.RERANKER_OUTPUT_DOCUMENTS, top), **FULL}
     assert dict(spans["generate"].attributes or {}) == {
         sc.SPAN_KIND: "LLM", sc.INPUT_VALUE: "where?", sc.OUTPUT_VALUE: "in d3", sc.LLM_MODEL_NAME: "llm-x",
-        **doc_attrs(sc.CONTEXT_DOCUMENTS, top)}
+        **doc_attrs(sc.CONTEXT_DOCUMENTS, top), **FULL}
     ordered = [spans[n] for n in ("retrieve", "rerank", "generate")]
     assert ordered[0].start_time == root.start_time
     for before, after in itertools.pairwise(ordered):

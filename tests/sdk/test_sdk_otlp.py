@@ -21,7 +21,7 @@ from ragtrace._otlp import Encoder
 from ragtrace._sinks import ReadableSpanBuilder
 
 from .receiver import Receiver, span_attributes
-from .util import doc_attrs, docs
+from .util import FULL, ROOT, doc_attrs, docs
 
 
 @ragtrace.retriever
@@ -49,9 +49,9 @@ def test_real_export_over_loopback(receiver: Receiver) -> None:
     spans = {s.name.rsplit(".", 1)[-1]: s for _, s in got}
     root, ret = spans["answer"], spans["retrieve"]
     assert span_attributes(root) == {sc.SPAN_KIND: "CHAIN", sc.INPUT_VALUE: "who?",
-                                     sc.OUTPUT_VALUE: "the answer", sc.CONTENT_MODE: "full"}
+                                     sc.OUTPUT_VALUE: "the answer", **ROOT}
     assert span_attributes(ret) == {sc.SPAN_KIND: "RETRIEVER", sc.INPUT_VALUE: "who?",
-                                    **doc_attrs(sc.RETRIEVAL_DOCUMENTS, docs(3))}
+                                    **doc_attrs(sc.RETRIEVAL_DOCUMENTS, docs(3)), **FULL}
     assert ret.trace_id == root.trace_id and ret.parent_span_id == root.span_id
     assert root.parent_span_id == b"" and root.kind == Span.SPAN_KIND_INTERNAL
     assert ret.end_time_unix_nano >= ret.start_time_unix_nano > 0

@@ -7,7 +7,12 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+import ragtrace
 from ragtrace import semconv as sc
+
+#: What every span carries in content mode "full", and what a query root carries on top.
+FULL = {sc.CONTENT_MODE: "full"}
+ROOT = {sc.CONTENT_MODE: "full", sc.SDK_VERSION: ragtrace.__version__}
 
 
 def short(name: str) -> str:
