@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -26,12 +27,14 @@ def store(chdb_store: Store) -> Store:
 @pytest.fixture
 def seeded(store: Store, tenant: str) -> Callable[..., list[dict[str, Any]]]:
     """Write n traces with labels of the given modes; returns the label records."""
+    counter = itertools.count()
 
     def make(modes: Sequence[str], *, hostile: bool = False, confidence: float = 0.9,
              manifest_id: str = "m-test") -> list[dict[str, Any]]:
         records = []
-        for i, mode in enumerate(modes):
-            tid = f"{tenant}-tr{i:03d}"
+        for mode in modes:
+            # ids keep counting across calls, so a second call adds new traces
+            tid = f"{tenant}-tr{next(counter):03d}"
             write_trace(store, tenant, sample_trace(tid, hostile=hostile))
             records.append(label_record(tid, mode, confidence=confidence, manifest_id=manifest_id,
                                         claims=SAMPLE_CLAIMS, query_id=f"q-{tid}"))

@@ -146,3 +146,23 @@ def test_console_script_prints_the_token_last(tmp_path: Path) -> None:
     proc = subprocess.run([str(exe), "review", "enqueue", "--queue", "q", "--tenant", "acme"],
                           capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 1 and "has no labels yet: run `ragtrace audit` first" in proc.stderr
+
+
+def test_three_reviewers_use_fleiss(store: Store, tenant: str, seeded: Seeder) -> None:
+    seeded(["ok", "ok"])
+    enqueue(store, "k3", None, per_mode=5, reviewers=3, tenant=tenant)
+    votes = {"r1": ["ok", "ok"], "r2": ["ok", "fabrication"], "r3": ["ok", "fabrication"]}
+    for name, modes in votes.items():
+        reviewer, _ = auth.add_reviewer(store, name, tenant=tenant)
+        for mode in modes:
+            t = next_item(store, reviewer, "k3")
+            assert t is not None
+            record_decision(store, reviewer, "k3", t, failure_mode=mode, claims=["entailed", "neutral"])
+    report = agreement_report(store, tenant=tenant, queue="k3")
+    fm = report["inter_reviewer"]["failure_mode"]
+    # items: [ok ok ok] P=1, [ok fab fab] P=(1+4-3)/6=1/3; Po=2/3; p_ok=4/6, p_fab=2/6;
+    # Pe = 16/36 + 4/36 = 5/9; kappa = (2/3 - 5/9)/(4/9) = 1/4
+    assert fm["method"] == "fleiss" and fm["raters_per_item"] == 3 and fm["n"] == 2
+    assert fm["kappa"] == pytest.approx(0.25)
+    cal = report["labeller"]["m-test"]["failure_mode"]
+    assert cal["confusion"]["ok"]["ok"] == 1 and cal["confusion"]["ok"]["fabrication"] == 1

@@ -116,3 +116,24 @@ def test_decision_validation(store: Store, tenant: str, seeded: Seeder) -> None:
     assert d.labeller_failure_mode == "ok" and d.manifest_id == "m-test"
     with pytest.raises(ReviewError, match="already reviewed"):
         record_decision(store, dave, "v", t, failure_mode="ok", claims=["entailed", "neutral"])
+
+
+def test_abandoned_lease_goes_to_someone_else(store: Store, tenant: str, seeded: Seeder) -> None:
+    from datetime import timedelta
+
+    seeded(["fabrication"])
+    enqueue(store, "lease", None, per_mode=5, reviewers=1, tenant=tenant)
+    ann, _ = auth.add_reviewer(store, "ann", tenant=tenant)
+    bob, _ = auth.add_reviewer(store, "bob", tenant=tenant)
+    held = next_item(store, ann, "lease", lease=timedelta(minutes=30))
+    assert held is not None
+    assert next_item(store, bob, "lease") is None  # K = 1 and ann holds it
+    # ann's lease lapses (simulated with a zero-length lease on a fresh queue item)
+    seeded(["ok"])
+    enqueue(store, "lease", None, per_mode=5, reviewers=1, tenant=tenant)
+    record_decision(store, ann, "lease", held, failure_mode="fabrication", claims=["entailed", "neutral"])
+    lapsed = next_item(store, ann, "lease", lease=timedelta(0))
+    assert lapsed is not None and lapsed != held
+    assert next_item(store, bob, "lease") == lapsed  # offered to bob once ann's lease is over
+    # ann still gets back the item she was given (she may finish it), never a new one
+    assert next_item(store, ann, "lease") == lapsed
