@@ -150,8 +150,12 @@ class Flattener:
                 self._text(attrs, sc.INPUT_VALUE, rec.input)
                 self._text(attrs, sc.OUTPUT_VALUE, output)
                 # Marks the query root for readers of the trace. A request span that contains a
-                # pipeline carries its query and answer too, but the pipeline span is the root.
-                if stage == PIPELINE or not rec.has_pipeline:
+                # pipeline carries its query and answer too, but the pipeline span is the root; a
+                # pipeline nested in another pipeline is a sub-step, not a root.
+                if stage == PIPELINE:
+                    if rec.outer is None or rec.outer.stage == REQUEST:
+                        attrs[sc.SDK_VERSION] = VERSION
+                elif not rec.has_pipeline:
                     attrs[sc.SDK_VERSION] = VERSION
             elif stage == RETRIEVER:
                 self._text(attrs, sc.INPUT_VALUE, rec.input)

@@ -235,7 +235,7 @@ def finish(rec: SpanRecord) -> None:
     """Close and enqueue a record whose context was already deactivated."""
     try:
         rec.end_ns = time.time_ns()
-        if rec.outer is not None:
+        if rec.outer is not None and rec.outer.stage == REQUEST:
             _fill_outer(rec, rec.outer)
         if rec.sampled:
             rt = _runtime

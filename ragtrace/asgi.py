@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
+from opentelemetry import trace as otel_trace
 from opentelemetry.trace import SpanContext, TraceFlags
 
 from ragtrace import _runtime as rt
@@ -74,10 +75,13 @@ class RagtraceMiddleware:
         try:
             method = str(scope.get("method", "GET"))
             parent = None
-            for key, value in scope.get("headers") or ():
-                if key == b"traceparent":
-                    parent = parse_traceparent(value)
-                    break
+            # When other instrumentation already opened a server span for this request, nest under
+            # it (it has honoured the traceparent itself); otherwise read the header.
+            if not otel_trace.get_current_span().get_span_context().is_valid:
+                for key, value in scope.get("headers") or ():
+                    if key == b"traceparent":
+                        parent = parse_traceparent(value)
+                        break
             rec = rt.start(REQUEST, method, parent=parent)
             if rec is not None:
                 rec.http = {sc.HTTP_REQUEST_METHOD: method, sc.URL_PATH: str(scope.get("path", ""))}

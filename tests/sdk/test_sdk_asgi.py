@@ -49,6 +49,16 @@ def ask_stream(query: str) -> AsyncIterator[str]:
     return stream_answer(query, retrieve(query))
 
 
+@ragtrace.generator
+def sync_chunks(prompt: str, context: list[dict[str, str]]) -> Iterator[str]:
+    yield from ("Lyon ", "too.")
+
+
+@ragtrace.pipeline
+def ask_sync_stream(query: str) -> Iterator[str]:
+    return sync_chunks(query, retrieve(query))
+
+
 def make_app() -> FastAPI:
     app = FastAPI()
 
@@ -59,6 +69,10 @@ def make_app() -> FastAPI:
     @app.get("/stream")
     def stream(q: str) -> StreamingResponse:
         return StreamingResponse(ask_stream(q), media_type="text/plain")
+
+    @app.get("/stream-sync")
+    def stream_sync(q: str) -> StreamingResponse:
+        return StreamingResponse(ask_sync_stream(q), media_type="text/plain")
 
     @app.get("/search")
     def search(q: str) -> list[dict[str, str]]:
@@ -132,6 +146,17 @@ def test_streaming_response_records_the_whole_answer(memory: Any) -> None:
     assert request.end_time >= spans["stream_answer"].end_time
     assert spans["stream_answer"].parent is not None
     assert spans["stream_answer"].parent.span_id == spans["ask_stream"].context.span_id
+
+
+def test_sync_streaming_response_iterated_in_a_threadpool(memory: Any) -> None:
+    response = _get(make_app(), "/stream-sync?q=which")
+    assert response.text == "Lyon too."
+    spans = {short(s.name): s for s in memory()}
+    assert set(spans) == {"GET /stream-sync", "ask_sync_stream", "retrieve", "sync_chunks"}
+    assert (spans["GET /stream-sync"].attributes or {})[sc.OUTPUT_VALUE] == "Lyon too."
+    assert spans["sync_chunks"].parent is not None
+    assert spans["sync_chunks"].parent.span_id == spans["ask_sync_stream"].context.span_id
+    assert len({s.context.trace_id for s in spans.values()}) == 1
 
 
 def test_handler_exception_marks_request_and_is_reraised(memory: Any) -> None:

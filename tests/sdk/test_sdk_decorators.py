@@ -337,3 +337,19 @@ def test_current_trace_id_inside_and_outside(memory: Any) -> None:
     assert ragtrace.current_trace_id() is None
     (span,) = memory()
     assert seen == [format(span.context.trace_id, "032x")]
+
+
+def test_nested_pipeline_is_a_sub_step_not_a_second_root(memory: Any) -> None:
+    @ragtrace.pipeline
+    def rewrite(query: str) -> str:
+        return query + " (rewritten)"
+
+    @ragtrace.pipeline
+    def outer(query: str) -> str:
+        return "answer to " + rewrite(query)
+
+    outer("q")
+    spans = by_name(memory())
+    assert (spans["outer"].attributes or {})[sc.SDK_VERSION] == ragtrace.__version__
+    assert sc.SDK_VERSION not in (spans["rewrite"].attributes or {})
+    assert (spans["outer"].attributes or {})[sc.OUTPUT_VALUE] == "answer to q (rewritten)"
