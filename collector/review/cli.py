@@ -16,7 +16,7 @@ from pathlib import Path
 from ragtrace_collector.review import auth
 from ragtrace_collector.review.calibrate import agreement_report, export_gold, render_text
 from ragtrace_collector.review.errors import ReviewError
-from ragtrace_collector.review.queues import enqueue
+from ragtrace_collector.review.queues import enqueue, progress, queue_names
 from ragtrace_collector.store import DEFAULT_TENANT, Store, StoreError, open_store
 
 
@@ -103,6 +103,9 @@ def review_main(argv: list[str], store: Store | None = None) -> int:
     agr.add_argument("--json", action="store_true")
     agr.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")
     _common(agr)
+    sts = sub.add_parser("status", help="progress of every queue, per reviewer")
+    sts.add_argument("--json", action="store_true")
+    _common(sts)
     exp = sub.add_parser("export", help="write reviewed items as gold data (JSON Lines + TREC qrels)")
     exp.add_argument("--queue", required=True)
     exp.add_argument("--out", type=Path, required=True)
@@ -130,6 +133,20 @@ def review_main(argv: list[str], store: Store | None = None) -> int:
         if args.action == "agreement":
             report = agreement_report(st, tenant=args.tenant, queue=args.queue, seed=args.seed)
             print(json.dumps(report, default=str, indent=2) if args.json else render_text(report))
+            return 0
+        if args.action == "status":
+            rows = [progress(st, tenant=args.tenant, queue=q) for q in queue_names(st, tenant=args.tenant)]
+            if args.json:
+                print(json.dumps([{"queue": p.queue, "items": p.items, "reviewers_per_item": p.reviewers_per_item,
+                                   "complete": p.complete, "decisions": p.decisions, "target": p.target,
+                                   "reviewers": {r.name: r.decided for r in p.reviewers}} for p in rows]))
+                return 0
+            for p in rows:
+                who = ", ".join(f"{r.name} {r.decided}" for r in p.reviewers) or "nobody yet"
+                print(f"{p.queue}: {p.decisions}/{p.target} decisions ({p.percent:.0f}%), {p.complete} of "
+                      f"{p.items} items complete, K={p.reviewers_per_item}; {who}")
+            if not rows:
+                print(f"no review queues in tenant {args.tenant!r}", file=sys.stderr)
             return 0
         out = export_gold(st, tenant=args.tenant, queue=args.queue, out_dir=args.out, to_store=args.to_store)
         stored = f"; stored {out['stored']} gold rows" if args.to_store else ""

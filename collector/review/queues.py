@@ -354,7 +354,7 @@ def progress(store: Store, *, tenant: str, queue: str) -> QueueProgress:
         "WHERE tenant = {tenant:String} AND queue = {queue:String} GROUP BY trace_id", params)
     per_reviewer = store.query_rows(
         f"SELECT reviewer_id, any(reviewer_name), count() FROM {store.table('review_decisions')} FINAL "
-        "WHERE tenant = {tenant:String} AND queue = {queue:String} GROUP BY reviewer_id ORDER BY reviewer_id",
+        "WHERE tenant = {tenant:String} AND queue = {queue:String} GROUP BY reviewer_id ORDER BY 2, 1",
         params)
     return QueueProgress(
         queue=queue, reviewers_per_item=k, items=n_items,
