@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from typing import Final
 from urllib.parse import unquote
 
+from ragtrace import semconv as sc
+
 _log = logging.getLogger("ragtrace")
 
 ENV_ENABLED: Final = "RAGTRACE_ENABLED"
@@ -339,11 +341,11 @@ def resolve(
         enabled=bool(is_enabled) and not otel_disabled,
         traces_url=str(url),
         service=str(pick("service", service, text, (ENV_SERVICE, OTEL_SERVICE_NAME),
-                         resource_attrs.get("service.name", defaults.service))),
+                         resource_attrs.get(sc.SERVICE_NAME, defaults.service))),
         release=_optional_str(pick("release", release, text, (ENV_RELEASE,),
-                                   resource_attrs.get("service.version"))),
+                                   resource_attrs.get(sc.SERVICE_VERSION))),
         environment=_optional_str(pick("environment", environment, text, (ENV_ENVIRONMENT,),
-                                       resource_attrs.get("deployment.environment.name"))),
+                                       resource_attrs.get(sc.DEPLOYMENT_ENVIRONMENT))),
         sample_rate=float(pick("sample_rate", sample_rate, parse_sample_rate,  # type: ignore[arg-type]
                                (ENV_SAMPLE_RATE, *sampler_arg), defaults.sample_rate)),
         content=pick("content", content, parse_content, (ENV_CONTENT,), defaults.content),  # type: ignore[arg-type]

@@ -262,6 +262,8 @@ def _wrap(func: F, opts: _Options) -> F:
 
         @functools.wraps(func)
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+            if rt._runtime is None:
+                return await func(*args, **kwargs)
             rec = _begin(opts, args, kwargs)
             if rec is None:
                 return await func(*args, **kwargs)
@@ -278,6 +280,8 @@ def _wrap(func: F, opts: _Options) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if rt._runtime is None:  # unconfigured: one global lookup, nothing else
+            return func(*args, **kwargs)
         rec = _begin(opts, args, kwargs)
         if rec is None:
             return func(*args, **kwargs)

@@ -36,9 +36,9 @@ _atexit_registered = False
 def resource_attributes(settings: Settings, *, include_default_service: bool = True) -> dict[str, AttrValue]:
     attrs: dict[str, AttrValue] = dict(settings.resource_attributes)
     attrs.update({
-        "telemetry.sdk.language": "python",
-        "telemetry.sdk.name": "ragtrace",
-        "telemetry.sdk.version": VERSION,
+        sc.TELEMETRY_SDK_LANGUAGE: "python",
+        sc.TELEMETRY_SDK_NAME: "ragtrace",
+        sc.TELEMETRY_SDK_VERSION: VERSION,
     })
     if include_default_service or settings.service != Settings().service:
         attrs[sc.SERVICE_NAME] = settings.service

@@ -84,6 +84,9 @@ EXCEPTION_STACKTRACE: Final = "exception.stacktrace"
 SERVICE_NAME: Final = "service.name"
 SERVICE_VERSION: Final = "service.version"  # the release being evaluated
 DEPLOYMENT_ENVIRONMENT: Final = "deployment.environment.name"
+TELEMETRY_SDK_NAME: Final = "telemetry.sdk.name"
+TELEMETRY_SDK_LANGUAGE: Final = "telemetry.sdk.language"
+TELEMETRY_SDK_VERSION: Final = "telemetry.sdk.version"
 
 
 def document_attribute(prefix: str, index: int, field: str) -> str:
