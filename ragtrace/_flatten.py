@@ -131,6 +131,11 @@ class Flattener:
                 failed += 1
                 log_once("flatten", "ragtrace: dropped a %s span that could not be recorded: %r",
                          rec.name, exc)
+            # Drop references to user objects now: an exception's traceback holds its frames,
+            # which often hold the record (a cycle the GC would otherwise have to find).
+            rec.error = None
+            rec.documents = rec.input_documents = rec.chunks = None
+            rec.input = rec.output = None
         return spans, failed
 
     # --- one record --------------------------------------------------------------------------
@@ -152,10 +157,7 @@ class Flattener:
                 # Marks the query root for readers of the trace. A request span that contains a
                 # pipeline carries its query and answer too, but the pipeline span is the root; a
                 # pipeline nested in another pipeline is a sub-step, not a root.
-                if stage == PIPELINE:
-                    if rec.outer is None or rec.outer.stage == REQUEST:
-                        attrs[sc.SDK_VERSION] = VERSION
-                elif not rec.has_pipeline:
+                if (stage == PIPELINE and not rec.nested) or (stage == REQUEST and not rec.has_pipeline):
                     attrs[sc.SDK_VERSION] = VERSION
             elif stage == RETRIEVER:
                 self._text(attrs, sc.INPUT_VALUE, rec.input)

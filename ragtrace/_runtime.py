@@ -52,8 +52,8 @@ class SpanRecord:
 
     __slots__ = (
         "adapter", "annotation", "attributes", "chunks", "documents", "end_ns", "error", "gold_ids",
-        "has_pipeline", "http", "input", "input_documents", "model", "name", "otel_token", "outer", "output",
-        "parent_id", "query_id", "remote_parent", "root", "sampled", "span_id", "stage", "start_ns", "streamed",
+        "has_pipeline", "http", "input", "input_documents", "model", "name", "nested", "otel_token", "outer",
+        "output", "parent_id", "query_id", "remote_parent", "root", "sampled", "span_id", "stage", "start_ns", "streamed",
         "token", "top_k", "trace_id",
     )
 
@@ -80,6 +80,7 @@ class SpanRecord:
         self.error: BaseException | None = None
         self.streamed = False
         self.has_pipeline = False  # a request record that a pipeline ran inside
+        self.nested = False  # a pipeline inside another pipeline: a sub-step, not a query root
         self.chunks: list[Any] | None = None
         self.attributes: dict[str, Any] | None = None  # extra attributes set by the user
         self.http: dict[str, Any] | None = None  # method, path, route, status (middleware)
@@ -192,6 +193,7 @@ def start(stage: int, name: str, parent: SpanContext | None = None) -> SpanRecor
             rec.root = rec
             if cur is not None and cur.trace_id == trace_id:
                 rec.outer = cur.root
+                rec.nested = cur.root is not None and cur.root.stage == PIPELINE
         elif cur is not None and cur.trace_id == trace_id:
             rec.root = cur.root
         rec.token = _CURRENT.set(rec)
@@ -237,6 +239,9 @@ def finish(rec: SpanRecord) -> None:
         rec.end_ns = time.time_ns()
         if rec.outer is not None and rec.outer.stage == REQUEST:
             _fill_outer(rec, rec.outer)
+        # A root points at itself; break the cycle so records die by refcount, not by the GC.
+        rec.root = None
+        rec.outer = None
         if rec.sampled:
             rt = _runtime
             if rt is not None:
