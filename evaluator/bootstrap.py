@@ -235,6 +235,13 @@ def paired_bootstrap(
     reps_a = np.full((n_resamples, m), np.nan)
     reps_b = np.full((n_resamples, m), np.nan)
     if n > 0:
+        # Many columns repeat (every plain mean has an all-ones denominator; a cell share equals a
+        # decomposition term), so only distinct columns go through the matrix product, and an
+        # all-ones column needs none: every resample draws exactly n queries.
+        distinct, inverse = np.unique(values, axis=1, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        ones = np.all(distinct == 1.0, axis=0)
+        product_cols = distinct[:, ~ones]
         block = max(1, min(n_resamples, _BLOCK_CELLS // n))
         for start in range(0, n_resamples, block):
             b = min(block, n_resamples - start)
@@ -242,7 +249,11 @@ def paired_bootstrap(
             # Counts of each query in each resample; the offsets keep the rows apart in one bincount.
             idx += np.arange(b, dtype=idx.dtype)[:, None] * n
             counts = np.bincount(idx.ravel(), minlength=b * n).reshape(b, n).astype(np.float64)
-            sums = counts @ values
+            partial = counts @ product_cols
+            sums_distinct = np.empty((b, distinct.shape[1]))
+            sums_distinct[:, ~ones] = partial
+            sums_distinct[:, ones] = float(n)
+            sums = sums_distinct[:, inverse]
             reps_a[start:start + b] = _ratio(sums[:, :m], sums[:, m:2 * m])
             reps_b[start:start + b] = _ratio(sums[:, 2 * m:3 * m], sums[:, 3 * m:])
     deltas = reps_b - reps_a
