@@ -53,8 +53,8 @@ class SpanRecord:
     __slots__ = (
         "adapter", "annotation", "attributes", "chunks", "documents", "end_ns", "error", "gold_ids",
         "has_pipeline", "http", "input", "input_documents", "model", "name", "nested", "otel_token", "outer",
-        "output", "parent_id", "query_id", "remote_parent", "root", "sampled", "span_id", "stage", "start_ns", "streamed",
-        "token", "top_k", "trace_id",
+        "output", "parent_id", "query_id", "remote_parent", "root", "sampled", "span_id", "stage", "start_ns",
+        "streamed", "token", "top_k", "trace_id",
     )
 
     def __init__(self, stage: int, name: str, trace_id: int, span_id: int, parent_id: int | None,
