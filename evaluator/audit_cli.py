@@ -119,7 +119,7 @@ def _local_audit(args: argparse.Namespace, options: dict[str, Any]) -> tuple[int
     try:
         report = run_audit(store, tenant=args.tenant, per_trace=args.per_trace,
                            progress=not args.quiet and sys.stderr.isatty(),
-                           **options, **({"return_records": True} if args.queue else {}))
+                           return_records=bool(args.queue), **options)
         if args.queue:
             from ragtrace_collector.review import ReviewError, enqueue
 
