@@ -353,3 +353,54 @@ def test_nested_pipeline_is_a_sub_step_not_a_second_root(memory: Any) -> None:
     assert (spans["outer"].attributes or {})[sc.SDK_VERSION] == ragtrace.__version__
     assert sc.SDK_VERSION not in (spans["rewrite"].attributes or {})
     assert (spans["outer"].attributes or {})[sc.OUTPUT_VALUE] == "answer to q (rewritten)"
+
+
+def test_async_error_and_async_stream_closed_early(memory: Any) -> None:
+    closed = []
+
+    @ragtrace.retriever
+    async def failing(query: str) -> list[Any]:
+        await asyncio.sleep(0)
+        raise TimeoutError("vector db timeout")
+
+    @ragtrace.generator
+    async def chunks(prompt: str, context: list[Any]) -> AsyncIterator[str]:
+        try:
+            for word in ("one ", "two ", "three"):
+                yield word
+        finally:
+            closed.append(True)
+
+    async def main() -> str:
+        with pytest.raises(TimeoutError):
+            await failing("q")
+        agen = chunks("p", [])
+        first = await agen.__anext__()
+        await agen.aclose()
+        return first
+
+    assert asyncio.run(main()) == "one "
+    assert closed == [True]
+    spans = by_name(memory())
+    assert spans["failing"].status.status_code == StatusCode.ERROR
+    attrs = spans["chunks"].attributes or {}
+    assert attrs[sc.OUTPUT_VALUE] == "one " and attrs[sc.STREAM_CLOSED_EARLY] is True
+
+
+def test_concurrent_threads_keep_their_queries_apart(memory: Any) -> None:
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(lambda i: answer(f"question {i}"), range(40)))
+    assert len(results) == 40
+    spans = memory()
+    assert len(spans) == 160
+    roots = {s.context.span_id: s for s in spans if s.parent is None}
+    assert len(roots) == 40
+    for span in spans:
+        if span.parent is not None:
+            root = roots[span.parent.span_id]
+            assert span.context.trace_id == root.context.trace_id
+            query = (root.attributes or {})[sc.INPUT_VALUE]
+            own = (span.attributes or {}).get(sc.INPUT_VALUE) or (span.attributes or {}).get(sc.RERANKER_QUERY)
+            assert own == query
