@@ -1,5 +1,5 @@
 """Fixtures of the SDK tests: ragtrace configured with an InMemorySpanExporter, and a loopback
-OTLP/HTTP receiver. Every test leaves ragtrace unconfigured."""
+OTLP/HTTP receiver. Every test starts and ends with ragtrace unconfigured."""
 
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ SpanGetter = Callable[[], list[ReadableSpan]]
 
 
 @pytest.fixture(autouse=True)
-def _ragtrace_unconfigured_after() -> Iterator[None]:
+def _ragtrace_unconfigured() -> Iterator[None]:
+    # Tests elsewhere in the suite may leave ragtrace configured; every SDK test starts clean.
+    ragtrace.shutdown(timeout_s=5)
     yield
     ragtrace.shutdown(timeout_s=5)
 
