@@ -142,6 +142,19 @@ def _parse_document_key(key: str) -> tuple[str, int, int] | None:
     return None
 
 
+_SLOT_CACHE: dict[str, tuple[tuple[str, int], int] | None] = {}
+
+
+def _slot_info(key: str) -> tuple[tuple[str, int], int] | None:
+    """Like `parse_document_key`, as ((stage, rank), field) with the tuple built once per key."""
+    parsed = parse_document_key(key)
+    result = None if parsed is None else ((parsed[0], parsed[1]), parsed[2])
+    if len(_SLOT_CACHE) >= _KEY_CACHE_MAX:
+        _SLOT_CACHE.clear()
+    _SLOT_CACHE[key] = result
+    return result
+
+
 # --- values ------------------------------------------------------------------------------------
 def any_value(v: AnyValue) -> Any:
     """An OTLP AnyValue as a JSON-able Python value (bytes become hex)."""
@@ -217,9 +230,13 @@ def assemble(request: ExportTraceServiceRequest, tenant: str, received_ms: int) 
     """All rows of one OTLP request. Never raises on content: bad spans are rejected with a reason."""
     rows = Rows()
     c = rows.cols
-    sp, q, d, p, g = c["spans"], c["queries"], c["documents"], c["passages"], c["gold"]
+    q, g = c["queries"], c["gold"]
+    span_rows: list[tuple[Any, ...]] = []
+    doc_rows: list[tuple[Any, ...]] = []
+    passage_rows: list[tuple[Any, ...]] = []
     seen_hashes: dict[str, int] = {}
     nbytes = 0
+    slot_get = _SLOT_CACHE.get
     for rs in request.resource_spans:
         res_attrs = {kv.key: any_value(kv.value) for kv in rs.resource.attributes}
         service = _s(res_attrs.get(sc.SERVICE_NAME))
@@ -241,20 +258,27 @@ def assemble(request: ExportTraceServiceRequest, tenant: str, received_ms: int) 
 
                 other: dict[str, Any] = {}
                 docs: dict[tuple[str, int], list[Any]] = {}
+                # The hot loop (hundreds of attributes per span): cached key lookups, the value
+                # read by the accessor of the expected type, slower paths only when that is empty.
                 for kv in span.attributes:
                     key = kv.key
-                    info = _KEY_CACHE.get(key, False)
+                    info = slot_get(key, False)
                     if info is False:
-                        info = parse_document_key(key)
+                        info = _slot_info(key)
                     if info is None:
                         other[key] = any_value(kv.value)
                         continue
-                    stage, rank, code = info  # type: ignore[misc]
-                    slot = docs.get((stage, rank))
+                    slot_key, code = info  # type: ignore[misc]
+                    slot = docs.get(slot_key)
                     if slot is None:
-                        slot = docs[(stage, rank)] = [None, None, None, None, None]
+                        slot = docs[slot_key] = [None, None, None, None, None]
                     v = kv.value
-                    slot[code] = _as_float(v) if code == F_SCORE else _as_text(v)
+                    if code == F_SCORE:
+                        x = v.double_value
+                        slot[F_SCORE] = x if (x and x - x == 0.0) else _as_float(v)
+                    else:
+                        text = v.string_value
+                        slot[code] = text if text else _as_text(v)
 
                 kind = _s(other.get(sc.SPAN_KIND)).upper()
                 status_code = _STATUS.get(span.status.code, "UNSET")
@@ -269,23 +293,9 @@ def assemble(request: ExportTraceServiceRequest, tenant: str, received_ms: int) 
                 attrs_json = orjson.dumps(other).decode()
                 nbytes += len(attrs_json) + len(events) + 200
 
-                sp["tenant"].append(tenant)
-                sp["trace_id"].append(trace_id)
-                sp["span_id"].append(span_id)
-                sp["parent_span_id"].append(parent)
-                sp["name"].append(span.name)
-                sp["kind"].append(kind)
-                sp["service"].append(service)
-                sp["release"].append(release)
-                sp["environment"].append(environment)
-                sp["start_time"].append(start_ms)
-                sp["end_time"].append(end_ms)
-                sp["status_code"].append(status_code)
-                sp["status_message"].append(span.status.message)
-                sp["attributes"].append(attrs_json)
-                sp["events"].append(events)
-                sp["resource"].append(resource_json)
-                sp["received_at"].append(received_ms)
+                span_rows.append((tenant, trace_id, span_id, parent, span.name, kind, service, release, environment,
+                                  start_ms, end_ms, status_code, span.status.message, attrs_json, events,
+                                  resource_json, received_ms))
                 rows.spans += 1
 
                 annotated = other.get(sc.ANNOTATES_TRACE_ID)
@@ -318,8 +328,13 @@ def assemble(request: ExportTraceServiceRequest, tenant: str, received_ms: int) 
                         _gold(g, tenant, query_id, trace_id, doc_id, received_ms)
 
                 if docs:
-                    nbytes += _documents(rows, d, p, seen_hashes, docs, tenant, trace_id, span_id, other,
-                                         start_ms, received_ms)
+                    nbytes += _documents(doc_rows, passage_rows, seen_hashes, docs, tenant, trace_id, span_id,
+                                         other, start_ms, received_ms)
+    # rows were collected as tuples (one allocation each); the store takes columns
+    for table, collected in (("spans", span_rows), ("documents", doc_rows), ("passages", passage_rows)):
+        if collected:
+            c[table] = {name: list(col) for name, col in zip(COLUMNS[table], zip(*collected, strict=True),
+                                                             strict=True)}
     rows.nbytes = nbytes
     return rows
 
@@ -345,7 +360,7 @@ def _root_priority(parent: str, kind: str, other: dict[str, Any]) -> int:
     return 2 if kind == "CHAIN" else 1
 
 
-def _documents(rows: Rows, d: dict[str, list[Any]], p: dict[str, list[Any]], seen: dict[str, int],
+def _documents(doc_rows: list[tuple[Any, ...]], passage_rows: list[tuple[Any, ...]], seen: dict[str, int],
                docs: dict[tuple[str, int], list[Any]], tenant: str, trace_id: str, span_id: str,
                other: dict[str, Any], start_ms: int, received_ms: int) -> int:
     nbytes = 0
@@ -358,6 +373,7 @@ def _documents(rows: Rows, d: dict[str, list[Any]], p: dict[str, list[Any]], see
             trunc_at = int(mode.split(":", 1)[1])
         except ValueError:
             trunc_at = -1
+    add_doc = doc_rows.append
     for (stage, rank), (doc_id, score, content, meta, chash) in docs.items():
         if not chash and content:
             chash = hashlib.sha256(content.encode("utf-8")).hexdigest()
@@ -365,30 +381,15 @@ def _documents(rows: Rows, d: dict[str, list[Any]], p: dict[str, list[Any]], see
         if not doc_id:
             # OpenInference allows documents without ids; the content hash is a stable stand-in.
             doc_id = f"sha256:{chash[:16]}" if chash else ""
-        d["tenant"].append(tenant)
-        d["trace_id"].append(trace_id)
-        d["span_id"].append(span_id)
-        d["stage"].append(stage)
-        d["rank"].append(rank)
-        d["doc_id"].append(doc_id)
-        d["score"].append(score)
-        d["content_hash"].append(chash)
-        d["metadata"].append(meta or "")
-        d["top_k"].append(top_k if stage == STAGE_RERANKED else None)
-        d["start_time"].append(start_ms)
-        d["received_at"].append(received_ms)
-        nbytes += 160 + len(doc_id) + len(meta or "")
+        add_doc((tenant, trace_id, span_id, stage, rank, doc_id, score, chash, meta or "",
+                 top_k if stage == STAGE_RERANKED else None, start_ms, received_ms))
+        nbytes += 160 + len(doc_id)
         if content and chash:
             n = len(content)
             if seen.get(chash, -1) >= n:
                 continue
             seen[chash] = n
-            p["tenant"].append(tenant)
-            p["content_hash"].append(chash)
-            p["content"].append(content)
-            p["content_length"].append(n)
-            p["truncated"].append(0 <= trunc_at <= n)
-            p["first_seen"].append(received_ms)
+            passage_rows.append((tenant, chash, content, n, 0 <= trunc_at <= n, received_ms))
             nbytes += n + 120
     return nbytes
 
