@@ -70,8 +70,9 @@ def audit_main(argv: list[str]) -> int:
     }
     options = {k: v for k, v in options.items() if v is not None}
     if args.server and args.queue:
-        print("ragtrace audit: --queue needs direct store access (--store); with --server, run "
-              "`ragtrace review enqueue --queue NAME` where the store can be opened", file=sys.stderr)
+        print("ragtrace audit: --queue needs direct store access (--store); with --server, queue the "
+              "audit's labels afterwards: ragtrace review enqueue --queue NAME --manifest MANIFEST_ID "
+              "--server URL --token REVIEWER_TOKEN", file=sys.stderr)
         return 2
     if args.server:
         code, report = _remote_audit(args.server, options, token=args.token or os.environ.get(ENV_TOKEN),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -163,69 +163,89 @@ def render_text(report: dict[str, Any]) -> str:
 
 
 # --- export -----------------------------------------------------------------------------------
-def export_gold(store: Store, *, tenant: str, queue: str, out_dir: Path, to_store: bool = False) -> dict[str, Any]:
-    """Write the reviewed items as gold data: ``reviews.jsonl`` and ``qrels.txt`` (TREC, relevance).
+@dataclass(frozen=True)
+class GoldExport:
+    """Reviewed items as gold data: one JSON record per item and TREC qrels lines (ties left out)."""
 
-    Each output value is the reviewers' strict majority; ties are written as null (JSON) and left
-    out of the qrels. ``to_store`` also writes the relevance majority into the `gold` table
-    (source 'review') so the next audit uses it. Returns counts.
-    """
+    records: tuple[dict[str, Any], ...]
+    qrels: tuple[tuple[str, str, int], ...]  # (topic = query id or trace id, doc id, relevance)
+    #: topics that are trace ids (the trace had no query id), so the store row is keyed by trace
+    trace_topics: frozenset[str]
+
+
+def build_gold(store: Store, *, tenant: str, queue: str) -> GoldExport:
+    """Each value is the reviewers' strict majority; a tie is null in the records and no qrels line."""
     items = {it.trace_id: it for it in list_items(store, tenant=tenant, queue=queue)}
-    decisions = list_decisions(store, tenant=tenant, queue=queue)
     by_item: dict[str, list[Decision]] = defaultdict(list)
-    for d in decisions:
+    for d in list_decisions(store, tenant=tenant, queue=queue):
         by_item[d.trace_id].append(d)
-    out_dir.mkdir(parents=True, exist_ok=True)
     qrels: dict[tuple[str, str], list[bool]] = defaultdict(list)
-    qrel_trace: dict[tuple[str, str], str] = {}
-    n = 0
+    trace_topics: set[str] = set()
+    records = []
+    for trace_id in sorted(by_item):
+        ds = by_item[trace_id]
+        item = items.get(trace_id)
+        query_id = item.query_id if item else ""
+        claim_votes: dict[int, list[str]] = defaultdict(list)
+        claim_text: dict[int, tuple[str, str]] = {}
+        rel_votes: dict[str, list[bool]] = defaultdict(list)
+        for d in ds:
+            for c in d.claims:
+                claim_votes[int(c["index"])].append(str(c["verdict"]))
+                claim_text[int(c["index"])] = (str(c["claim"]), str(c["labeller_verdict"]))
+            for r in d.relevance:
+                rel_votes[str(r["doc_id"])].append(bool(r["relevant"]))
+        topic = query_id or trace_id
+        if not query_id:
+            trace_topics.add(trace_id)
+        relevance = []
+        for doc_id, vs in sorted(rel_votes.items()):
+            relevance.append({"doc_id": doc_id, "relevant": majority(vs), "votes": [sum(vs), len(vs) - sum(vs)]})
+            qrels[(topic, doc_id)].extend(vs)
+        records.append({
+            "trace_id": trace_id, "query_id": query_id, "queue": queue, "tenant": tenant,
+            "manifest_id": ds[0].manifest_id, "labeller_failure_mode": ds[0].labeller_failure_mode,
+            "failure_mode": majority([d.failure_mode for d in ds]), "votes": dict(Counter(d.failure_mode for d in ds)),
+            "claims": [{"index": i, "claim": claim_text[i][0], "labeller_verdict": claim_text[i][1],
+                        "verdict": majority(claim_votes[i]), "votes": dict(Counter(claim_votes[i]))}
+                       for i in sorted(claim_votes)],
+            "relevance": relevance,
+            "notes": [{"reviewer": d.reviewer_name, "note": d.note} for d in ds if d.note],
+            "reviewers": [d.reviewer_name for d in ds],
+            "reviewed_at": max(d.decided_at for d in ds).isoformat(),
+        })
+    lines = []
+    for (topic, doc_id), vs in sorted(qrels.items()):
+        maj = majority(vs)
+        if maj is not None:
+            lines.append((topic, doc_id, int(bool(maj))))
+    return GoldExport(tuple(records), tuple(lines), frozenset(trace_topics))
+
+
+def store_gold(store: Store, tenant: str, gold: GoldExport) -> int:
+    """Add the relevance judgements to the `gold` table (source 'review') for the next audit."""
+    now = datetime.now(UTC).replace(tzinfo=None)
+    rows = [(tenant, "" if topic in gold.trace_topics else topic, topic if topic in gold.trace_topics else "",
+             doc_id, rel, "review", now) for topic, doc_id, rel in gold.qrels]
+    store.insert("gold", rows, ["tenant", "query_id", "trace_id", "doc_id", "relevance", "source", "added_at"])
+    return len(rows)
+
+
+def write_gold(records: Sequence[dict[str, Any]], qrels: Sequence[Sequence[Any]], out_dir: Path) -> None:
+    """``reviews.jsonl`` and ``qrels.txt`` (TREC: ``topic 0 doc relevance``) in ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
     with (out_dir / "reviews.jsonl").open("w", encoding="utf-8") as fh:
-        for trace_id in sorted(by_item):
-            ds = by_item[trace_id]
-            item = items.get(trace_id)
-            query_id = item.query_id if item else ""
-            votes = Counter(d.failure_mode for d in ds)
-            claim_votes: dict[int, list[str]] = defaultdict(list)
-            claim_text: dict[int, tuple[str, str]] = {}
-            rel_votes: dict[str, list[bool]] = defaultdict(list)
-            for d in ds:
-                for c in d.claims:
-                    claim_votes[int(c["index"])].append(str(c["verdict"]))
-                    claim_text[int(c["index"])] = (str(c["claim"]), str(c["labeller_verdict"]))
-                for r in d.relevance:
-                    rel_votes[str(r["doc_id"])].append(bool(r["relevant"]))
-            relevance = []
-            for doc_id, vs in sorted(rel_votes.items()):
-                maj = majority(vs)
-                relevance.append({"doc_id": doc_id, "relevant": maj, "votes": [sum(vs), len(vs) - sum(vs)]})
-                qrels[(query_id or trace_id, doc_id)].extend(vs)
-                qrel_trace[(query_id or trace_id, doc_id)] = "" if query_id else trace_id
-            record = {
-                "trace_id": trace_id, "query_id": query_id, "queue": queue, "tenant": tenant,
-                "manifest_id": ds[0].manifest_id, "labeller_failure_mode": ds[0].labeller_failure_mode,
-                "failure_mode": majority([d.failure_mode for d in ds]), "votes": dict(votes),
-                "claims": [{"index": i, "claim": claim_text[i][0], "labeller_verdict": claim_text[i][1],
-                            "verdict": majority(claim_votes[i]), "votes": dict(Counter(claim_votes[i]))}
-                           for i in sorted(claim_votes)],
-                "relevance": relevance,
-                "notes": [{"reviewer": d.reviewer_name, "note": d.note} for d in ds if d.note],
-                "reviewers": [d.reviewer_name for d in ds],
-                "reviewed_at": max(d.decided_at for d in ds).isoformat(),
-            }
-            fh.write(json.dumps(record, sort_keys=True) + "\n")
-            n += 1
-    gold_rows = []
-    written = 0
+        for rec in records:
+            fh.write(json.dumps(rec, sort_keys=True) + "\n")
     with (out_dir / "qrels.txt").open("w", encoding="utf-8") as fh:
-        for (topic, doc_id), vs in sorted(qrels.items()):
-            maj = majority(vs)
-            if maj is None:
-                continue
-            fh.write(f"{topic} 0 {doc_id} {int(bool(maj))}\n")
-            written += 1
-            trace = qrel_trace[(topic, doc_id)]
-            gold_rows.append((tenant, "" if trace else topic, trace, doc_id, int(bool(maj)), "review",
-                              datetime.now(UTC).replace(tzinfo=None)))
-    if to_store:
-        store.insert("gold", gold_rows, ["tenant", "query_id", "trace_id", "doc_id", "relevance", "source", "added_at"])
-    return {"items": n, "qrels": written, "out": str(out_dir), "stored": len(gold_rows) if to_store else 0}
+        for topic, doc_id, rel in qrels:
+            fh.write(f"{topic} 0 {doc_id} {int(rel)}\n")
+
+
+def export_gold(store: Store, *, tenant: str, queue: str, out_dir: Path, to_store: bool = False) -> dict[str, Any]:
+    """Write the reviewed items as gold data (see `build_gold`); ``to_store`` also stores the
+    relevance majority as gold rows (source 'review'). Returns counts."""
+    gold = build_gold(store, tenant=tenant, queue=queue)
+    write_gold(gold.records, gold.qrels, out_dir)
+    stored = store_gold(store, tenant, gold) if to_store else 0
+    return {"items": len(gold.records), "qrels": len(gold.qrels), "out": str(out_dir), "stored": stored}

@@ -9,21 +9,30 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from ragtrace_collector.review import auth
-from ragtrace_collector.review.calibrate import agreement_report, export_gold, render_text
+from ragtrace_collector.review.calibrate import agreement_report, export_gold, render_text, write_gold
 from ragtrace_collector.review.errors import ReviewError
 from ragtrace_collector.review.queues import enqueue, progress, queue_names
 from ragtrace_collector.store import DEFAULT_TENANT, Store, StoreError, open_store
 
+ENV_TOKEN = "RAGTRACE_REVIEW_TOKEN"
 
-def _common(p: argparse.ArgumentParser) -> None:
+
+def _common(p: argparse.ArgumentParser, *, server: bool = False) -> None:
     p.add_argument("--store", default=None,
                    help="store directory or http(s)://user:pw@host:8123/db (default: $RAGTRACE_STORE)")
     p.add_argument("--tenant", default=DEFAULT_TENANT, help="tenant (default: %(default)s)")
+    if server:
+        # An embedded store belongs to the `ragtrace serve` process that has it open; these
+        # commands can go through that server instead, as a reviewer of the token's tenant.
+        p.add_argument("--server", metavar="URL", default=None,
+                       help="go through a running `ragtrace serve` at URL instead of opening the store")
+        p.add_argument("--token", default=None, help=f"reviewer token for --server (default: ${ENV_TOKEN})")
 
 
 def _run(args: argparse.Namespace, store: Store | None, body: Callable[[Store], int]) -> int:
@@ -82,6 +91,63 @@ def reviewers_main(argv: list[str], store: Store | None = None) -> int:
     return _run(args, store, body)
 
 
+def _remote(args: argparse.Namespace, token: str) -> int:
+    """`ragtrace review ... --server URL`: the same actions through the review JSON API."""
+    import httpx
+
+    base = args.server.rstrip("/") + "/review/api"
+    headers = {"authorization": f"Bearer {token}"}
+    try:
+        with httpx.Client(headers=headers, timeout=600) as client:
+            if args.action == "enqueue":
+                body: dict[str, object] = {"per_mode": args.per_mode, "reviewers": args.reviewers,
+                                           "low_confidence": args.low_confidence, "description": args.description}
+                for key, value in (("manifest_id", args.manifest), ("release", args.release),
+                                   ("service", args.service)):
+                    if value is not None:
+                        body[key] = value
+                if args.labels is not None:
+                    with args.labels.open(encoding="utf-8") as fh:
+                        body["labels"] = [json.loads(line) for line in fh if line.strip()]
+                r = client.post(f"{base}/queues/{args.queue}/enqueue", json=body)
+            elif args.action == "agreement":
+                r = client.get(f"{base}/queues/{args.queue}/agreement")
+            elif args.action == "status":
+                r = client.get(f"{base}/queues")
+            else:
+                r = client.get(f"{base}/queues/{args.queue}/export")
+                if r.status_code == 200 and args.to_store:
+                    stored = client.post(f"{base}/queues/{args.queue}/gold")
+                    if stored.status_code != 200:
+                        r = stored
+    except httpx.HTTPError as exc:
+        print(f"error: cannot reach {args.server}: {exc}", file=sys.stderr)
+        return 1
+    if r.status_code != 200:
+        detail = r.json().get("error", r.text) if "json" in r.headers.get("content-type", "") else r.text
+        print(f"error: {args.server} answered {r.status_code}: {detail}", file=sys.stderr)
+        return 1
+    data = r.json()
+    if args.action == "enqueue":
+        parts = ", ".join(f"{k}: {v}" for k, v in data["added"].items()) or "nothing new"
+        print(f"queue {data['queue']}: added {sum(data['added'].values())} of {data['candidates']} labelled traces "
+              f"({parts}); {data['already_queued']} were already queued; K={data['reviewers_per_item']}")
+    elif args.action == "agreement":
+        print(json.dumps(data, indent=2) if args.json else render_text(data))
+    elif args.action == "status":
+        if args.json:
+            print(json.dumps(data["queues"]))
+        for q in [] if args.json else data["queues"]:
+            who = ", ".join(f"{r['name']} {r['decided']}" for r in q["reviewers"]) or "nobody yet"
+            print(f"{q['queue']}: {q['decisions']}/{q['target']} decisions, {q['complete']} of {q['items']} items "
+                  f"complete, K={q['reviewers_per_item']}; {who}")
+    else:
+        write_gold(data["records"], data["qrels"], args.out)
+        print(f"wrote {len(data['records'])} reviewed items to {args.out / 'reviews.jsonl'} and "
+              f"{len(data['qrels'])} judgements to {args.out / 'qrels.txt'}")
+    return 0
+
+
 def review_main(argv: list[str], store: Store | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ragtrace review", description="Human review queues.")
     sub = parser.add_subparsers(dest="action", required=True)
@@ -97,25 +163,32 @@ def review_main(argv: list[str], store: Store | None = None) -> int:
     enq.add_argument("--release", default=None)
     enq.add_argument("--service", default=None)
     enq.add_argument("--description", default="")
-    _common(enq)
+    _common(enq, server=True)
     agr = sub.add_parser("agreement", help="reviewer agreement and labeller calibration of a queue")
     agr.add_argument("--queue", required=True)
     agr.add_argument("--json", action="store_true")
     agr.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")
-    _common(agr)
+    _common(agr, server=True)
     sts = sub.add_parser("status", help="progress of every queue, per reviewer")
     sts.add_argument("--json", action="store_true")
-    _common(sts)
+    _common(sts, server=True)
     exp = sub.add_parser("export", help="write reviewed items as gold data (JSON Lines + TREC qrels)")
     exp.add_argument("--queue", required=True)
     exp.add_argument("--out", type=Path, required=True)
     exp.add_argument("--to-store", action="store_true",
                      help="also store the relevance judgements as gold (source 'review') for later audits")
-    _common(exp)
+    _common(exp, server=True)
     args = parser.parse_args(argv)
 
     if args.action == "enqueue" and args.labels is not None and not args.labels.is_file():
         parser.error(f"--labels {args.labels}: no such file")
+    if args.server:
+        if args.store:
+            parser.error("give --store or --server, not both")
+        token = args.token or os.environ.get(ENV_TOKEN)
+        if not token:
+            parser.error(f"--server needs a reviewer token: --token TOKEN or ${ENV_TOKEN}")
+        return _remote(args, token)
 
     def body(st: Store) -> int:
         if args.action == "enqueue":
@@ -139,7 +212,8 @@ def review_main(argv: list[str], store: Store | None = None) -> int:
             if args.json:
                 print(json.dumps([{"queue": p.queue, "items": p.items, "reviewers_per_item": p.reviewers_per_item,
                                    "complete": p.complete, "decisions": p.decisions, "target": p.target,
-                                   "reviewers": {r.name: r.decided for r in p.reviewers}} for p in rows]))
+                                   "reviewers": [{"name": r.name, "decided": r.decided} for r in p.reviewers]}
+                                  for p in rows]))
                 return 0
             for p in rows:
                 who = ", ".join(f"{r.name} {r.decided}" for r in p.reviewers) or "nobody yet"

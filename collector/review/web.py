@@ -28,12 +28,13 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader
 from ragtrace_collector.review import auth
-from ragtrace_collector.review.calibrate import agreement_report
+from ragtrace_collector.review.calibrate import agreement_report, build_gold, store_gold
 from ragtrace_collector.review.errors import ReviewError
 from ragtrace_collector.review.queues import (
     CLAIM_VERDICTS,
     FAILURE_MODES,
     decided_by,
+    enqueue,
     get_item,
     holds,
     next_item,
@@ -43,6 +44,7 @@ from ragtrace_collector.review.queues import (
 )
 from ragtrace_collector.review.view import item_view
 from ragtrace_collector.store import Store
+from starlette.concurrency import run_in_threadpool
 
 ENV_SECRET = "RAGTRACE_REVIEW_SECRET"
 SESSION_COOKIE = "ragtrace_review"
@@ -65,6 +67,10 @@ class NotAuthenticated(Exception):
 
 
 class CsrfRejected(Exception):
+    pass
+
+
+class BearerRequired(Exception):
     pass
 
 
@@ -283,6 +289,51 @@ def mount(app: FastAPI, get_store: Callable[..., Store], settings: Any = None) -
             return JSONResponse({"error": str(exc)}, status_code=404)
         return JSONResponse(report, headers=SECURITY_HEADERS)
 
+    # Writes through the JSON API take a bearer token only: a browser session's cookie would make
+    # them reachable by cross-site requests, and these have no form to carry a CSRF token.
+    def bearer_only(session: SessionDep) -> auth.Session:
+        if session.csrf_token is not None:
+            raise BearerRequired()
+        return session
+
+    BearerDep = Annotated[auth.Session, Depends(bearer_only)]
+
+    @router.post("/api/queues/{queue}/enqueue")
+    async def api_enqueue(queue: str, request: Request, session: BearerDep, store: StoreDep) -> JSONResponse:
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            return JSONResponse({"error": "body must be a JSON object of enqueue options"}, status_code=400)
+        allowed = {"labels", "per_mode", "reviewers", "manifest_id", "low_confidence", "release", "service",
+                   "description"}
+        unknown = sorted(set(body) - allowed)
+        if unknown:
+            return JSONResponse({"error": f"unknown options {unknown}; allowed: {sorted(allowed)}"}, status_code=400)
+        try:
+            res = await run_in_threadpool(lambda: enqueue(store, queue, tenant=session.reviewer.tenant, **body))
+        except (ReviewError, TypeError, ValueError) as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        return JSONResponse({"queue": res.queue, "tenant": res.tenant, "added": res.added,
+                             "already_queued": res.already_queued, "candidates": res.candidates,
+                             "reviewers_per_item": res.reviewers_per_item})
+
+    @router.get("/api/queues/{queue}/export")
+    def api_export(queue: str, session: SessionDep, store: StoreDep) -> JSONResponse:
+        if queue not in queue_names(store, tenant=session.reviewer.tenant):
+            return JSONResponse({"error": f"no queue {queue!r}"}, status_code=404)
+        gold = build_gold(store, tenant=session.reviewer.tenant, queue=queue)
+        return JSONResponse({"records": list(gold.records), "qrels": [list(q) for q in gold.qrels]},
+                            headers=SECURITY_HEADERS)
+
+    @router.post("/api/queues/{queue}/gold")
+    def api_store_gold(queue: str, session: BearerDep, store: StoreDep) -> JSONResponse:
+        if queue not in queue_names(store, tenant=session.reviewer.tenant):
+            return JSONResponse({"error": f"no queue {queue!r}"}, status_code=404)
+        gold = build_gold(store, tenant=session.reviewer.tenant, queue=queue)
+        return JSONResponse({"stored": store_gold(store, session.reviewer.tenant, gold)})
+
     @router.get("", include_in_schema=False)
     def bare(session: SessionDep) -> Response:
         return RedirectResponse(f"{PREFIX}/", status_code=307)
@@ -304,5 +355,10 @@ def mount(app: FastAPI, get_store: Callable[..., Store], settings: Any = None) -
                             "<p>Reload the page and submit again.</p>", status_code=403, headers=SECURITY_HEADERS)
 
     app.add_exception_handler(NotAuthenticated, on_anonymous)
+    async def on_cookie_write(request: Request, exc: Exception) -> Response:
+        return JSONResponse({"error": "this API call needs 'Authorization: Bearer TOKEN', not a browser session"},
+                            status_code=403)
+
     app.add_exception_handler(CsrfRejected, on_csrf)
+    app.add_exception_handler(BearerRequired, on_cookie_write)
     return router

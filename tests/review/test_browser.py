@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
-import uvicorn
-from fastapi import FastAPI
 from ragtrace_collector.review import auth
 from ragtrace_collector.review.queues import enqueue, list_decisions
-from ragtrace_collector.review.web import mount
 from ragtrace_collector.store import Store
 
 from .rows import HOSTILE
@@ -25,28 +18,6 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
          "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture
-def live_url(store: Store) -> Iterator[str]:
-    app = FastAPI()
-    mount(app, lambda: store, SimpleNamespace(review_secret="browser-test"))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 def test_login_label_three_by_keyboard_progress_logout(

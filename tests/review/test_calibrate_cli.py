@@ -74,7 +74,7 @@ def test_agreement_report_hand_computed(store: Store, tenant: str, seeded: Seede
     assert review_main(["status", "--tenant", tenant, "--json"], store=store) == 0
     status = json.loads(capsys.readouterr().out)
     assert status == [{"queue": "cal", "items": 4, "reviewers_per_item": 2, "complete": 4, "decisions": 8,
-                       "target": 8, "reviewers": {"ann": 4, "ben": 4}}]
+                       "target": 8, "reviewers": [{"name": "ann", "decided": 4}, {"name": "ben", "decided": 4}]}]
     assert review_main(["status", "--tenant", tenant], store=store) == 0
     assert "cal: 8/8 decisions (100%), 4 of 4 items complete, K=2; ann 4, ben 4" in capsys.readouterr().out
     assert review_main(["agreement", "--queue", "nope", "--tenant", tenant], store=store) == 1

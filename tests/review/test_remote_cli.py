@@ -1,0 +1,78 @@
+"""`ragtrace review ... --server URL`: the commands through a running server's review API (the way
+to reach an embedded store that `ragtrace serve` owns)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from ragtrace_collector.review import auth
+from ragtrace_collector.review.cli import review_main
+from ragtrace_collector.review.queues import list_items, next_item, record_decision
+from ragtrace_collector.store import Store
+
+Seeder = Callable[..., list[dict[str, Any]]]
+
+
+def test_enqueue_status_agreement_export_through_the_server(
+        store: Store, tenant: str, seeded: Seeder, live_url: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    seeded(["fabrication", "ok", "under_use"])
+    ann, token = auth.add_reviewer(store, "ann", tenant=tenant)
+    remote = ["--server", live_url, "--token", token]
+    assert review_main(["enqueue", "--queue", "remote", "--per-mode", "5", "--reviewers", "1", *remote]) == 0
+    assert "added 3 of 3 labelled traces" in capsys.readouterr().out
+    assert len(list_items(store, tenant=tenant, queue="remote")) == 3  # in the reviewer's tenant
+    while (t := next_item(store, ann, "remote")) is not None:
+        record_decision(store, ann, "remote", t, failure_mode="ok", claims=["entailed", "neutral"],
+                        relevance={"d1": True, "d2": False})
+    assert review_main(["status", *remote]) == 0
+    assert "remote: 3/3 decisions, 3 of 3 items complete, K=1; ann 3" in capsys.readouterr().out
+    assert review_main(["agreement", "--queue", "remote", "--json", *remote]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["labeller"]["m-test"]["failure_mode"]["accuracy"]["k"] == 1  # only the "ok" item
+    assert review_main(["agreement", "--queue", "remote", *remote]) == 0
+    assert "labeller (manifest m-test)" in capsys.readouterr().out
+    out = tmp_path / "gold"
+    assert review_main(["export", "--queue", "remote", "--out", str(out), "--to-store", *remote]) == 0
+    assert len((out / "reviews.jsonl").read_text().splitlines()) == 3
+    assert len((out / "qrels.txt").read_text().splitlines()) == 6
+    n_gold = store.query_rows(f"SELECT count() FROM {store.table('gold')} FINAL WHERE tenant = {{t:String}} "
+                              "AND source = 'review'", {"t": tenant})[0][0]
+    assert n_gold == 6
+
+
+def test_remote_errors(store: Store, tenant: str, live_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert review_main(["status", "--server", live_url, "--token", "rtr_wrong"]) == 1
+    assert "answered 401" in capsys.readouterr().err
+    _, token = auth.add_reviewer(store, "bo", tenant=tenant)
+    assert review_main(["agreement", "--queue", "missing", "--server", live_url, "--token", token]) == 1
+    assert "no queue 'missing'" in capsys.readouterr().err
+    assert review_main(["enqueue", "--queue", "q", "--server", live_url, "--token", token]) == 1
+    assert "has no labels yet" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        review_main(["status", "--server", live_url])  # no token
+    assert exc.value.code == 2
+
+
+def test_api_writes_refuse_browser_sessions(store: Store, tenant: str, live_url: str) -> None:
+    import re
+
+    _, token = auth.add_reviewer(store, "cy", tenant=tenant)
+    with httpx.Client(base_url=live_url, follow_redirects=False) as client:
+        page = client.get("/review/login")
+        csrf = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
+        assert csrf
+        r = client.post("/review/login", data={"token": token, "csrf_token": csrf.group(1)})
+        assert r.status_code == 303
+        # the cookie session can read the API but not write through it (no CSRF token on JSON calls)
+        assert client.get("/review/api/queues").status_code == 200
+        r = client.post("/review/api/queues/x/enqueue", json={"per_mode": 1})
+        assert r.status_code == 403 and "Bearer" in r.json()["error"]
+        r = client.post("/review/api/queues/x/enqueue", json={"bogus": 1},
+                        headers={"authorization": f"Bearer {token}"})
+        assert r.status_code == 400 and "unknown options" in r.json()["error"]
