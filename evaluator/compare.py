@@ -34,7 +34,7 @@ from ragtrace_evaluator.bootstrap import (
 from ragtrace_evaluator.compare_metrics import CELL_PREFIX as _CELL_PREFIX
 from ragtrace_evaluator.compare_metrics import DECOMP_PREFIX as _DECOMP_PREFIX
 from ragtrace_evaluator.compare_metrics import DECOMPOSITION_KEYS, metric_info
-from ragtrace_evaluator.compare_movers import Mover, movers_for
+from ragtrace_evaluator.compare_movers import Mover, below_threshold, movers_for
 from ragtrace_evaluator.compare_records import CompareError, LabelSet, TraceLabel
 from ragtrace_evaluator.gates import GateSet, GateSpec, default_gates, evaluate_gates
 
@@ -107,8 +107,8 @@ def _build_statistics(p: Pairing, threshold: float) -> tuple[list[RatioStatistic
     score_a, score_b = _col(a, lambda r: r.score), _col(b, lambda r: r.score)
     if np.isfinite(score_a).any() or np.isfinite(score_b).any():
         stats.append(mean_statistic("mean_score", score_a, score_b))
-        below_a = np.where(np.isfinite(score_a), (score_a < threshold).astype(np.float64), np.nan)
-        below_b = np.where(np.isfinite(score_b), (score_b < threshold).astype(np.float64), np.nan)
+        below_a = np.array([below_threshold(lab, threshold) for lab in a])
+        below_b = np.array([below_threshold(lab, threshold) for lab in b])
         stats.append(mean_statistic("below_threshold", below_a, below_b))
     else:
         notes.append("no record has a score: mean_score and the share below the threshold are not reported")
@@ -204,8 +204,11 @@ class Comparison:
         return {k: float(getattr(self.run[_DECOMP_PREFIX + k], attr)) for k in DECOMPOSITION_KEYS}
 
     def scores(self, side: str) -> NDArray[np.float64]:
+        """End-to-end scores of one side (NaN where undefined); pass as 0/1 when no record has a score."""
         labs = self.pairing.baseline if side == "baseline" else self.pairing.candidate
-        return _col(labs, lambda r: r.score if r.score is not None else float(r.passed))
+        if any(r.score is not None for r in (*self.pairing.baseline, *self.pairing.candidate)):
+            return _col(labs, lambda r: r.score)
+        return _col(labs, lambda r: r.passed)
 
     def all_warnings(self) -> list[str]:
         out = list(self.notes)

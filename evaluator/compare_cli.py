@@ -237,7 +237,7 @@ def _movers_report(con: Any, c: Comparison, boundary: str | None, metric: str, r
         for mv in c.movers:
             if mv.boundary != b or mv.direction == "held":
                 continue
-            con.print(f"  [bold]{b} {mv.direction}[/bold]: {mv.n} queries, mean {mv.value} "
+            con.print(f"  [bold]{b} {mv.direction}[/bold]: {mv.n} quer{'y' if mv.n == 1 else 'ies'}, mean {mv.value} "
                       f"{_fmt(mv.baseline_mean, 3)} → {_fmt(mv.candidate_mean, 3)}, below threshold "
                       f"{_fmt(mv.baseline_below, 3)} → {_fmt(mv.candidate_below, 3)}")
             _list_ids(con, mv, max_ids)

@@ -11,8 +11,9 @@ Per boundary the state of a query is:
 the same known state in both (lost ids are listed largest fall first, gained largest rise
 first). Queries whose state is unknown on either side are counted apart
 (``n_unknown`` on the held entry) rather than forced into a group. For every group the mean
-end-to-end score in each release (the mean of ``pass`` when the records carry no score) and the
-share of queries below the acceptability threshold tell what the movement cost.
+end-to-end score in each release (over the queries that have one; the mean of ``pass`` when no
+record carries a score) and the share of queries below the acceptability threshold (score below it,
+or no score and not passed) tell what the movement cost.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from ragtrace_evaluator.compare_records import TraceLabel
 if TYPE_CHECKING:
     from ragtrace_evaluator.compare import Pairing
 
-__all__ = ["BOUNDARIES", "Mover", "boundary_state", "movers_for"]
+__all__ = ["BOUNDARIES", "Mover", "below_threshold", "boundary_state", "movers_for"]
 
 BOUNDARIES = ("gold_in_context", "ranking", "generation")
 
@@ -92,20 +93,38 @@ def _num(x: float) -> float | None:
 
 
 def _mean(xs: Sequence[float]) -> float:
-    return float(np.mean(xs)) if xs else float("nan")
+    """Mean of the defined values; NaN (undefined) when there are none."""
+    arr = np.asarray(xs, dtype=np.float64)
+    arr = arr[np.isfinite(arr)]
+    return float(arr.mean()) if arr.size else float("nan")
+
+
+def _nan_last(x: float) -> float:
+    return x if np.isfinite(x) else 0.0
+
+
+def below_threshold(lab: TraceLabel, threshold: float) -> float:
+    """1.0 when the query is below the acceptability threshold: its score is below it, or it has no
+    score (an abstention, or a harness without scores) and did not pass."""
+    if lab.score is not None:
+        return float(lab.score < threshold)
+    return float(not lab.passed)
 
 
 def movers_for(p: Pairing, threshold: float) -> list[Mover]:
     """Lost, gained and held groups for every boundary some record has a state for."""
-    use_score = all(lab.score is not None for lab in (*p.baseline, *p.candidate))
+    # Audit records leave the score of an abstention undefined: such queries are left out of the
+    # score means (never counted as 0) but still count as below the threshold when they did not pass.
+    use_score = any(lab.score is not None for lab in (*p.baseline, *p.candidate))
     value = "score" if use_score else "pass"
 
     def val(lab: TraceLabel) -> float:
-        return float(lab.score) if use_score and lab.score is not None else float(lab.passed)
+        if not use_score:
+            return float(lab.passed)
+        return float(lab.score) if lab.score is not None else float("nan")
 
     def below(lab: TraceLabel) -> float:
-        # Without a score the only acceptability we know is pass/fail.
-        return float(val(lab) < threshold) if use_score else float(not lab.passed)
+        return below_threshold(lab, threshold)
 
     out: list[Mover] = []
     for boundary in BOUNDARIES:
@@ -125,7 +144,7 @@ def movers_for(p: Pairing, threshold: float) -> list[Mover]:
             else:
                 groups["held"].append(i)
         # Worst first: the lost queries that fell furthest head the list, the gained that rose most.
-        change = {i: val(p.candidate[i]) - val(p.baseline[i]) for i in range(len(states))}
+        change = {i: _nan_last(val(p.candidate[i]) - val(p.baseline[i])) for i in range(len(states))}
         groups["lost"].sort(key=lambda i: (change[i], p.query_ids[i]))
         groups["gained"].sort(key=lambda i: (-change[i], p.query_ids[i]))
         for direction, idx in groups.items():

@@ -119,8 +119,8 @@ def _plot_scores(c: Comparison) -> str:
         vals = vals[np.isfinite(vals)]
         ax.hist(vals, bins=bins, histtype="step", lw=2, color=color, label=f"{side} (n = {len(vals)})")
     ax.axvline(c.threshold, color="#c44e52", ls="--", lw=1.5, label=f"threshold {c.threshold:g}")
-    ax.set_xlabel("end-to-end score" if all(lab.score is not None for lab in c.pairing.baseline)
-                  else "end-to-end score (pass = 1, fail = 0 where no score)")
+    has_score = any(lab.score is not None for lab in (*c.pairing.baseline, *c.pairing.candidate))
+    ax.set_xlabel("end-to-end score (queries with a score)" if has_score else "pass (1) / fail (0): no scores")
     ax.set_ylabel("queries")
     ax.set_title("Score distributions")
     ax.legend(fontsize=8)

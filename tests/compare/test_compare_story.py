@@ -225,3 +225,22 @@ def test_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert compare_main(["--baseline", str(good), "--candidate", str(other)]) == 2
     assert "no query id is in both releases" in capsys.readouterr().err
     assert compare_main(["--baseline", str(good), "--candidate", str(good), "--threshold", "3"]) == 2
+
+
+def test_abstentions_without_a_score_are_excluded_from_means_but_count_as_below(tmp_path: Path) -> None:
+    # As the audit writes them: an abstention has score null and does not pass.
+    base = [{"query_id": f"q{i}", "gold_in_context": True, "pass": True, "score": 0.8} for i in range(20)]
+    cand = [dict(r) for r in base]
+    for r in cand[:5]:
+        r.update({"gold_in_context": False, "pass": False, "score": None,
+                  "generation": {"verdict": "abstained", "refusal_justified": True}})
+    a = label_set("a", "file", [parse_record(r) for r in base])
+    b = label_set("b", "file", [parse_record(r) for r in cand])
+    rep = compare(a, b, n_resamples=300, seed=0, warn=False).to_json()
+    lost = next(m for m in rep["movers"] if m["boundary"] == "gold_in_context" and m["direction"] == "lost")
+    assert lost["value"] == "score" and lost["n"] == 5
+    assert lost["baseline_mean"] == pytest.approx(0.8) and lost["candidate_mean"] is None  # undefined, not 0
+    assert lost["baseline_below"] == 0.0 and lost["candidate_below"] == 1.0
+    metrics = {m["metric"]: m for m in rep["metrics"]}
+    assert metrics["mean_score"]["candidate"] == pytest.approx(0.8) and metrics["mean_score"]["n_candidate"] == 15
+    assert metrics["below_threshold"]["candidate"] == pytest.approx(0.25)
