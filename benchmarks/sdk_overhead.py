@@ -242,8 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'mode':<24}{'caller p50 µs':>15}{'caller p99 µs':>15}{'CPU/query µs':>15}")
     for mode, label in labels.items():
         print(f"{label:<24}{med(mode, 0):>15.1f}{med(mode, 1):>15.1f}{med(mode, 2):>15.1f}")
-    print(f"{'ratio c/b':<24}{med('c', 0) / med('b', 0):>15.2f}{med('c', 1) / med('b', 1):>15.2f}"
-          f"{med('c', 2) / med('b', 2):>15.2f}")
+    print(f"{'ratio c/b':<24}{med('c', 0) / med('b', 0):>15.3f}{med('c', 1) / med('b', 1):>15.3f}"
+          f"{med('c', 2) / med('b', 2):>15.3f}")
     print("targets: caller time c/b <= 0.5, all-in CPU c/b <= 1.0")
     return 0
 
