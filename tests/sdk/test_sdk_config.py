@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 
 import ragtrace
+from ragtrace import semconv as sc
 from ragtrace._config import ContentMode, parse_content, parse_headers, resolve
 
 
@@ -88,3 +90,24 @@ def test_disabled_configure_is_a_no_op() -> None:
     settings = ragtrace.configure(enabled=False)
     assert not settings.enabled
     assert ragtrace.active_settings() is None
+
+
+def test_environment_reaches_exported_spans(monkeypatch: pytest.MonkeyPatch, configure_memory: Any) -> None:
+    monkeypatch.setenv("RAGTRACE_SERVICE", "env-service")
+    monkeypatch.setenv("RAGTRACE_RELEASE", "env-release")
+    monkeypatch.setenv("RAGTRACE_ENVIRONMENT", "staging")
+    monkeypatch.setenv("RAGTRACE_CONTENT", "hash")
+    spans = configure_memory(service=None)  # no argument: the environment decides
+
+    @ragtrace.retriever
+    def search(query: str) -> list[tuple[str, str]]:
+        return [("d1", "secret text")]
+
+    search("q")
+    (span,) = spans()
+    resource = dict(span.resource.attributes)
+    assert resource[sc.SERVICE_NAME] == "env-service"
+    assert resource[sc.SERVICE_VERSION] == "env-release"
+    assert resource[sc.DEPLOYMENT_ENVIRONMENT] == "staging"
+    assert "secret text" not in str(dict(span.attributes or {}))
+    assert (span.attributes or {})[sc.CONTENT_MODE] == "hash"
