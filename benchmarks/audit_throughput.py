@@ -93,15 +93,12 @@ def ingest(store: Any, specs: list[Any], release: str) -> None:
 
 
 def make_labeller() -> Any:
-    try:
-        from ragtrace_evaluator.audit import _find_factory
+    """The offline default, through the same factory `ragtrace audit --labeller offline` uses."""
+    from ragtrace_evaluator.audit import resolve_labellers
 
-        return _find_factory(("ragtrace_evaluator.grounding", "ragtrace_evaluator.grounding_offline",
-                              "ragtrace_evaluator.labellers"), "make_grounding_labeller")("offline")
-    except Exception:
-        from ragtrace_evaluator.grounding_offline import OfflineGroundingLabeller
-
-        return OfflineGroundingLabeller()
+    grounding, _ = resolve_labellers(stages="all", labeller="offline", relevance_labeller=None, grounding=None,
+                                     relevance=None)
+    return grounding
 
 
 def phase(name: str, store: Any, release: str, n: int, **kw: Any) -> dict[str, Any]:

@@ -34,9 +34,9 @@ LABEL_COLUMNS = (
     "labelled_at",
 )
 # Where the labeller factories live (the grounding helper's modules), tried in order.
-_GROUNDING_FACTORIES = ("ragtrace_evaluator.grounding", "ragtrace_evaluator.grounding_offline",
-                        "ragtrace_evaluator.labellers")
-_RELEVANCE_FACTORIES = ("ragtrace_evaluator.relevance", "ragtrace_evaluator.labellers")
+_GROUNDING_FACTORIES = ("ragtrace_evaluator.labeller", "ragtrace_evaluator.grounding",
+                        "ragtrace_evaluator.grounding_offline")
+_RELEVANCE_FACTORIES = ("ragtrace_evaluator.labeller", "ragtrace_evaluator.relevance")
 
 
 class AuditError(ValueError):
@@ -75,7 +75,11 @@ def _factory(modules: Sequence[str], attr: str, name: str) -> Any:
         except (ImportError, AttributeError) as exc:
             raise AuditError(f"labeller {name!r}: cannot load {module_name}:{func} ({exc})") from exc
         return factory("")
-    return _find_factory(modules, attr)(name)
+    factory = _find_factory(modules, attr)
+    try:
+        return factory(name)
+    except ValueError as exc:  # an unknown name: the factory's message lists the known ones
+        raise AuditError(f"--labeller/--relevance-labeller {name!r}: {exc}") from exc
 
 
 def _find_factory(modules: Sequence[str], attr: str) -> Callable[[str], Any]:
@@ -191,7 +195,14 @@ def evidence_for(rec: Any, source: GoldSource | None, relevance: RelevanceLabell
     if not with_text or not rec.query:
         # Hash-only content cannot be judged: relevance stays unknown rather than guessed.
         return Evidence(pool, ranked_ids, ctx, None, "none")
-    scores = relevance.relevance(rec.query, _passages(with_text), reference=None)
+    try:
+        scores = relevance.relevance(rec.query, _passages(with_text), reference=None)
+    except ValueError:
+        # Reference-based labellers (eRAG, NLI) need an answer to score documents against; with no
+        # reference answer stored, the production answer stands in (the eRAG definition).
+        if not rec.answer:
+            return Evidence(pool, ranked_ids, ctx, None, "none")
+        scores = relevance.relevance(rec.query, _passages(with_text), reference=rec.answer)
     t = relevance.threshold
     gold = frozenset(d.id for d, s in zip(with_text, scores, strict=True) if s >= t)
     # Confidence: how far the scores sit from the threshold, scaled to [0.5, 1].
@@ -276,7 +287,8 @@ def run_audit(
         grounding=grounding.manifest() if grounding is not None else None,
         relevance=relevance.manifest() | {"threshold": relevance.threshold} if relevance is not None else None,
         stages=stages,
-        gold_policy="span>qrels>labeller" if relevance is not None else "span>qrels",
+        gold_policy=("span>qrels>labeller(reference=production answer if required)" if relevance is not None
+                     else "span>qrels"),
     )
     mid = store_manifest(store, manifest)
 
