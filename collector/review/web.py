@@ -89,6 +89,8 @@ def _templates() -> Environment:
     env = Environment(loader=FileSystemLoader(str(_HERE / "templates")), autoescape=True,
                       trim_blocks=True, lstrip_blocks=True)
     env.globals.update(prefix=PREFIX, failure_modes=FAILURE_MODES, claim_verdicts=CLAIM_VERDICTS)
+    # None is "unknown" (relevance not labelled), never silently "no".
+    env.filters["yesno"] = lambda v: "unknown" if v is None else ("yes" if v else "no")
     return env
 
 
