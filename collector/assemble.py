@@ -366,17 +366,16 @@ def _documents(doc_rows: list[tuple[Any, ...]], passage_rows: list[tuple[Any, ..
     nbytes = 0
     top_k_raw = other.get(sc.RERANKER_TOP_K)
     top_k = top_k_raw if isinstance(top_k_raw, int) and 0 <= top_k_raw <= MAX_RANK else None
-    mode = _s(other.get(sc.CONTENT_MODE))
-    trunc_at = -1
-    if mode.startswith("truncate:"):
-        try:
-            trunc_at = int(mode.split(":", 1)[1])
-        except ValueError:
-            trunc_at = -1
+    # Under the SDK's "truncate:N" mode a passage may be a prefix; it is one exactly when its text
+    # no longer hashes to the hash of the full text that the SDK sent along.
+    truncating = _s(other.get(sc.CONTENT_MODE)).startswith("truncate")
     add_doc = doc_rows.append
     for (stage, rank), (doc_id, score, content, meta, chash) in docs.items():
-        if not chash and content:
-            chash = hashlib.sha256(content.encode("utf-8")).hexdigest()
+        truncated = False
+        if content and (truncating or not chash):
+            digest = hashlib.sha256(content.encode("utf-8")).hexdigest()
+            truncated = bool(chash) and chash != digest
+            chash = chash or digest
         chash = chash or ""
         if not doc_id:
             # OpenInference allows documents without ids; the content hash is a stable stand-in.
@@ -389,7 +388,7 @@ def _documents(doc_rows: list[tuple[Any, ...]], passage_rows: list[tuple[Any, ..
             if seen.get(chash, -1) >= n:
                 continue
             seen[chash] = n
-            passage_rows.append((tenant, chash, content, n, 0 <= trunc_at <= n, received_ms))
+            passage_rows.append((tenant, chash, content, n, truncated, received_ms))
             nbytes += n + 120
     return nbytes
 

@@ -150,6 +150,7 @@ def test_truncated_content_is_marked() -> None:
              "retrieval.documents.0.document.id": "a", "retrieval.documents.0.document.content": "0123456789",
              "retrieval.documents.0.document.content_hash": "f" * 64,
              "retrieval.documents.1.document.id": "b", "retrieval.documents.1.document.content": "short",
+             "retrieval.documents.1.document.content_hash": hashlib.sha256(b"short").hexdigest(),
              "retrieval.documents.2.document.id": "c", "retrieval.documents.2.document.content_hash": "e" * 64}
     rows = _rows([T.SpanSpec(tid, os.urandom(8).hex(), "r", attrs)])
     passages = {p["content"]: p for p in _table(rows, "passages")}
