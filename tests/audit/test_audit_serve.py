@@ -1,5 +1,6 @@
 """The issue's end-to-end check: traces with known injected failures sent through `ragtrace serve` over
-real OTLP/HTTP (protobuf on loopback) come out of `ragtrace audit --server` with the right primary mode."""
+real OTLP/HTTP (protobuf on loopback) come out of `ragtrace audit --server` with the right primary mode, judged by the real offline labeller
+running inside the serving process."""
 
 from __future__ import annotations
 
@@ -102,7 +103,7 @@ def test_injected_failures_through_serve(server: tuple[str, Path], tmp_path: Pat
 
     report_path, per_trace = tmp_path / "report.json", tmp_path / "labels.jsonl"
     proc = subprocess.run([RAGTRACE, "audit", "--server", url, "--token", TOKEN, "--release", "r-serve",
-                           "--labeller", LABELLER, "--relevance-labeller", "none", "--json", str(report_path),
+                           "--labeller", "offline", "--relevance-labeller", "none", "--json", str(report_path),
                            "--per-trace", str(per_trace)],
                           cwd=REPO, env=_env(), capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
