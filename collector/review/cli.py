@@ -13,6 +13,8 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 from ragtrace_collector.review import auth
 from ragtrace_collector.review.calibrate import agreement_report, export_gold, render_text, write_gold
@@ -21,6 +23,8 @@ from ragtrace_collector.review.queues import enqueue, progress, queue_names
 from ragtrace_collector.store import DEFAULT_TENANT, Store, StoreError, open_store
 
 ENV_TOKEN = "RAGTRACE_REVIEW_TOKEN"
+#: the collector's tenant token (as for `ragtrace audit --server`), for reviewer administration
+ENV_TENANT_TOKEN = "RAGTRACE_TOKEN"
 
 
 def _common(p: argparse.ArgumentParser, *, server: bool = False) -> None:
@@ -62,7 +66,16 @@ def reviewers_main(argv: list[str], store: Store | None = None) -> int:
     en = sub.add_parser("enable", help="re-enable a disabled reviewer")
     en.add_argument("name", help="reviewer name or id")
     _common(en)
+    for sp in (add, ls, dis, en):
+        sp.add_argument("--server", metavar="URL", default=None,
+                        help="manage reviewers through a running `ragtrace serve` at URL")
+        sp.add_argument("--token", default=None,
+                        help=f"the tenant's collector token for --server (default: ${ENV_TENANT_TOKEN})")
     args = parser.parse_args(argv)
+    if args.server:
+        if args.store:
+            parser.error("give --store or --server, not both")
+        return _remote_reviewers(args, args.token or os.environ.get(ENV_TENANT_TOKEN))
 
     def body(st: Store) -> int:
         if args.action == "add":
@@ -91,6 +104,49 @@ def reviewers_main(argv: list[str], store: Store | None = None) -> int:
     return _run(args, store, body)
 
 
+def _remote_reviewers(args: argparse.Namespace, token: str | None) -> int:
+    import httpx
+
+    base = args.server.rstrip("/") + "/api/reviewers"
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    try:
+        with httpx.Client(headers=headers, timeout=60) as client:
+            if args.action == "add":
+                r = client.post(base, json={"name": args.name})
+            elif args.action == "list":
+                r = client.get(base)
+            else:
+                r = client.post(f"{base}/{quote(args.name, safe='')}/{args.action}")
+    except httpx.HTTPError as exc:
+        print(f"error: cannot reach {args.server}: {exc}", file=sys.stderr)
+        return 1
+    if r.status_code != 200:
+        print(f"error: {args.server} answered {r.status_code}: {_error_text(r)}", file=sys.stderr)
+        return 1
+    data = r.json()
+    if args.action == "add":
+        print(f"reviewer {data['name']} (id {data['reviewer_id']}, tenant {data['tenant']}) created.")
+        print("Log in at /review/login with this token; it is shown only now and stored only as a hash:")
+        print(data["token"])
+    elif args.action == "list":
+        if args.json:
+            print(json.dumps(data))
+        for rv in [] if args.json else data:
+            print(f"{rv['reviewer_id']}  {rv['tenant']:<12} {'disabled' if rv['disabled'] else 'active':<8}  "
+                  f"{rv['name']}")
+    else:
+        print(f"reviewer {data['name']} {'disabled' if data['disabled'] else 'enabled'}")
+    return 0
+
+
+def _error_text(r: Any) -> str:
+    if "json" in r.headers.get("content-type", ""):
+        body = r.json()
+        if isinstance(body, dict):
+            return str(body.get("error", body))
+    return str(r.text)[:500]
+
+
 def _remote(args: argparse.Namespace, token: str) -> int:
     """`ragtrace review ... --server URL`: the same actions through the review JSON API."""
     import httpx
@@ -109,23 +165,22 @@ def _remote(args: argparse.Namespace, token: str) -> int:
                 if args.labels is not None:
                     with args.labels.open(encoding="utf-8") as fh:
                         body["labels"] = [json.loads(line) for line in fh if line.strip()]
-                r = client.post(f"{base}/queues/{args.queue}/enqueue", json=body)
+                r = client.post(f"{base}/queues/{quote(args.queue, safe='')}/enqueue", json=body)
             elif args.action == "agreement":
-                r = client.get(f"{base}/queues/{args.queue}/agreement")
+                r = client.get(f"{base}/queues/{quote(args.queue, safe='')}/agreement")
             elif args.action == "status":
                 r = client.get(f"{base}/queues")
             else:
-                r = client.get(f"{base}/queues/{args.queue}/export")
+                r = client.get(f"{base}/queues/{quote(args.queue, safe='')}/export")
                 if r.status_code == 200 and args.to_store:
-                    stored = client.post(f"{base}/queues/{args.queue}/gold")
+                    stored = client.post(f"{base}/queues/{quote(args.queue, safe='')}/gold")
                     if stored.status_code != 200:
                         r = stored
     except httpx.HTTPError as exc:
         print(f"error: cannot reach {args.server}: {exc}", file=sys.stderr)
         return 1
     if r.status_code != 200:
-        detail = r.json().get("error", r.text) if "json" in r.headers.get("content-type", "") else r.text
-        print(f"error: {args.server} answered {r.status_code}: {detail}", file=sys.stderr)
+        print(f"error: {args.server} answered {r.status_code}: {_error_text(r)}", file=sys.stderr)
         return 1
     data = r.json()
     if args.action == "enqueue":

@@ -43,7 +43,7 @@ from ragtrace_collector.review.queues import (
     record_decision,
 )
 from ragtrace_collector.review.view import item_view
-from ragtrace_collector.store import Store
+from ragtrace_collector.store import DEFAULT_TENANT, Store
 from starlette.concurrency import run_in_threadpool
 
 ENV_SECRET = "RAGTRACE_REVIEW_SECRET"
@@ -95,8 +95,9 @@ def _templates() -> Environment:
 
 
 def _is_html_get(request: Request) -> bool:
+    path = request.url.path
     return request.method == "GET" and "text/html" in request.headers.get("accept", "") \
-        and not request.url.path.startswith(f"{PREFIX}/api/")
+        and path.startswith(PREFIX) and not path.startswith(f"{PREFIX}/api/")
 
 
 def quote(part: str) -> str:
@@ -340,7 +341,61 @@ def mount(app: FastAPI, get_store: Callable[..., Store], settings: Any = None) -
     def bare(session: SessionDep) -> Response:
         return RedirectResponse(f"{PREFIX}/", status_code=307)
 
+    # --- reviewer administration, for the tenant's operators -------------------------------
+    # Outside /review: these are authenticated like the collector's own API, by the tenant tokens of
+    # settings.tokens (without tokens the collector is open and everything is tenant "default"). It
+    # is how reviewers are managed while `ragtrace serve` owns an embedded store.
+    tokens: dict[str, str] = dict(getattr(settings, "tokens", None) or {})
+    admin = APIRouter(prefix="/api/reviewers")
+
+    def admin_tenant(request: Request) -> str:
+        if not tokens:
+            return DEFAULT_TENANT
+        scheme, _, sent = request.headers.get("authorization", "").partition(" ")
+        found = None
+        for known, tenant in tokens.items():
+            if scheme.lower() == "bearer" and hmac.compare_digest(known.encode(), sent.strip().encode()):
+                found = tenant
+        if found is None:
+            raise NotAuthenticated()
+        return found
+
+    AdminDep = Annotated[str, Depends(admin_tenant)]
+
+    def _reviewer_json(r: auth.Reviewer) -> dict[str, Any]:
+        return {"reviewer_id": r.reviewer_id, "name": r.name, "tenant": r.tenant, "disabled": r.disabled,
+                "created_at": r.created_at.isoformat()}
+
+    @admin.get("")
+    def api_list_reviewers(tenant: AdminDep, store: StoreDep) -> JSONResponse:
+        return JSONResponse([_reviewer_json(r) for r in auth.list_reviewers(store, tenant=tenant)])
+
+    @admin.post("")
+    async def api_add_reviewer(request: Request, tenant: AdminDep, store: StoreDep) -> JSONResponse:
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or not isinstance(body.get("name"), str):
+            return JSONResponse({"error": 'body must be {"name": "..."}'}, status_code=400)
+        try:
+            reviewer, token = auth.add_reviewer(store, body["name"], tenant=tenant)
+        except ReviewError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        return JSONResponse({**_reviewer_json(reviewer), "token": token}, headers={"Cache-Control": "no-store"})
+
+    @admin.post("/{name}/{action}")
+    def api_set_reviewer(name: str, action: str, tenant: AdminDep, store: StoreDep) -> JSONResponse:
+        if action not in ("disable", "enable"):
+            return JSONResponse({"error": "action must be 'disable' or 'enable'"}, status_code=404)
+        try:
+            reviewer = auth.set_disabled(store, auth.find_reviewer(store, name, tenant=tenant), action == "disable")
+        except ReviewError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=404)
+        return JSONResponse(_reviewer_json(reviewer))
+
     app.include_router(router)
+    app.include_router(admin)
     # Static assets are public (a stylesheet and the shortcut script; nothing tenant-specific), so
     # the login page can use them.
     app.mount(f"{PREFIX}/static", StaticFiles(directory=str(_HERE / "static")), name="review-static")

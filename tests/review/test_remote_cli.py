@@ -76,3 +76,47 @@ def test_api_writes_refuse_browser_sessions(store: Store, tenant: str, live_url:
         r = client.post("/review/api/queues/x/enqueue", json={"bogus": 1},
                         headers={"authorization": f"Bearer {token}"})
         assert r.status_code == 400 and "unknown options" in r.json()["error"]
+
+
+def test_reviewer_admin_api_uses_the_tenant_tokens(store: Store, tenant: str) -> None:
+    from types import SimpleNamespace
+
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+    from ragtrace_collector.review.web import mount
+
+    app = FastAPI()
+    mount(app, lambda: store, SimpleNamespace(review_secret="s", tokens={"tenant-tok": tenant, "other": "zz"}))
+    client = TestClient(app)
+    assert client.get("/api/reviewers", headers={"accept": "text/html"}).status_code == 401
+    bad = {"authorization": "Bearer nope"}
+    assert client.post("/api/reviewers", json={"name": "x"}, headers=bad).status_code == 401
+    admin = {"authorization": "Bearer tenant-tok"}
+    r = client.post("/api/reviewers", json={"name": "dana"}, headers=admin)
+    assert r.status_code == 200 and r.json()["tenant"] == tenant
+    token = r.json()["token"]
+    assert client.get("/review/api/queues", headers={"authorization": f"Bearer {token}"}).json()["tenant"] == tenant
+    assert [x["name"] for x in client.get("/api/reviewers", headers=admin).json()] == ["dana"]
+    # another tenant's operator cannot see or disable dana
+    assert client.get("/api/reviewers", headers={"authorization": "Bearer other"}).json() == []
+    assert client.post("/api/reviewers/dana/disable", headers={"authorization": "Bearer other"}).status_code == 404
+    assert client.post("/api/reviewers/dana/disable", headers=admin).json()["disabled"] is True
+    assert client.get("/review/api/queues", headers={"authorization": f"Bearer {token}"}).status_code == 401
+    assert client.post("/api/reviewers", json={"name": "<bad>"}, headers=admin).status_code == 400
+
+
+def test_reviewers_cli_through_the_server(live_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    import uuid
+
+    from ragtrace_collector.review.cli import reviewers_main
+
+    name = f"remote-{uuid.uuid4().hex[:6]}"  # the live server has no tenant tokens: tenant "default"
+    assert reviewers_main(["add", name, "--server", live_url]) == 0
+    token = capsys.readouterr().out.strip().splitlines()[-1]
+    assert token.startswith(auth.TOKEN_PREFIX)
+    assert reviewers_main(["list", "--json", "--server", live_url]) == 0
+    assert name in {r["name"] for r in json.loads(capsys.readouterr().out)}
+    assert reviewers_main(["disable", name, "--server", live_url]) == 0
+    assert f"reviewer {name} disabled" in capsys.readouterr().out
+    assert reviewers_main(["disable", "nobody-here", "--server", live_url]) == 1
+    assert "answered 404" in capsys.readouterr().err
