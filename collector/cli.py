@@ -72,6 +72,7 @@ def serve_main(argv: list[str]) -> int:
     p.add_argument("--shutdown-timeout", help="SIGTERM: flush for at most this long (default 10s)")
     p.add_argument("--audit-every", help="run an audit of each tenant every DURATION (e.g. 15m)")
     p.add_argument("--audit-sample", type=int, help="traces per background audit (default 200)")
+    p.add_argument("--cluster", help="ClickHouse cluster name: apply the clustered schema ($RAGTRACE_CLUSTER)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     a = p.parse_args(argv)
     try:
@@ -82,11 +83,13 @@ def serve_main(argv: list[str]) -> int:
             batch_interval=parse_duration(a.batch_interval) if a.batch_interval else None,
             queue_max_bytes=a.queue_max_bytes,
             shutdown_timeout=parse_duration(a.shutdown_timeout) if a.shutdown_timeout else None,
-            audit_every=parse_duration(a.audit_every) if a.audit_every else None, audit_sample=a.audit_sample)
+            audit_every=parse_duration(a.audit_every) if a.audit_every else None, audit_sample=a.audit_sample,
+            cluster=a.cluster)
     except ValueError as exc:
         p.error(str(exc))
     logging.basicConfig(level=a.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    store = _open(settings.store, migrate=True, command="serve")
+    store = _open(settings.store, migrate=True, command="serve",
+                  variant="cluster" if settings.cluster else "single", cluster=settings.cluster or None)
     if store is None:
         return 2
     import uvicorn

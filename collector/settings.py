@@ -102,6 +102,9 @@ class CollectorSettings:
     #: run `run_audit` every this many seconds in the background (0 = never)
     audit_every: float = 0.0
     audit_sample: int = 200
+    #: ClickHouse cluster name: migrations use the clustered schema (ON CLUSTER, Replicated +
+    #: Distributed) when set ($RAGTRACE_CLUSTER)
+    cluster: str = ""
     #: cookie-signing key of the review UI ($RAGTRACE_REVIEW_SECRET, read by the review module)
     review_secret: str = ""
 
@@ -145,6 +148,7 @@ class CollectorSettings:
             "audit_every": (ENV_AUDIT_EVERY, parse_duration),
             "audit_sample": (ENV_AUDIT_SAMPLE, int),
             "review_secret": ("RAGTRACE_REVIEW_SECRET", str),
+            "cluster": ("RAGTRACE_CLUSTER", str),
         }
         for name, (var, parse) in readers.items():
             raw = env.get(var)
