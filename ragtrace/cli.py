@@ -27,7 +27,7 @@ COMMANDS: dict[str, Command] = {
     "store": Command("ragtrace_collector.cli:store_main", "collector", "store administration (migrate)"),
     "reviewers": Command("ragtrace_collector.review.cli:reviewers_main", "collector",
                          "add, list or disable human reviewers"),
-    "review": Command("ragtrace_collector.review.cli:review_main", "evaluator",
+    "review": Command("ragtrace_collector.review.cli:review_main", "collector",
                       "review queues: enqueue, agreement, export"),
     "audit": Command("ragtrace_evaluator.audit_cli:audit_main", "evaluator",
                      "label sampled traces with their failing boundary"),
