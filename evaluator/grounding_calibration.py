@@ -6,14 +6,16 @@ so its weights must not be fitted to them. Instead, claims are synthesised from 
 
 supported
     a sentence of a supporting paragraph; its first clause alone; the sentence with some
-    non-name, non-number content words dropped (a less specific restatement).
+    non-name, non-number content words dropped (a less specific restatement); its clauses in
+    another order; two sentences of the paragraph fused into one claim (answers often combine).
 not supported
     the sentence with a number or year changed, with a name swapped for one from a distractor
     paragraph, with a negation inserted, extended by a clause borrowed from a distractor paragraph
     (partial support), or a distractor sentence on the same topic.
 
 Evidence is the question's supporting paragraphs. Negated sentences are synthesised (they test the
-contradiction check) but left out of the support fit, since no support feature can see a negation. A class-balanced, L2-regularised logistic
+contradiction check) but left out of the support fit, since no support feature can see a negation.
+A class-balanced, L2-regularised logistic
 regression on the five support features (see :mod:`ragtrace_evaluator.grounding_offline`) gives the
 weights; the decision threshold stays at 0.5 (equal costs).
 """
@@ -82,6 +84,17 @@ def _drop_words(sentence: str, rng: random.Random) -> str | None:
     return " ".join(w for i, w in enumerate(words) if i not in drop)
 
 
+def _reorder(sentence: str) -> str | None:
+    parts = [p.strip() for p in sentence.rstrip(".").split(",") if p.strip()]
+    if len(parts) < 2:
+        return None
+    return f"{parts[-1][0].upper()}{parts[-1][1:]}, {', '.join(parts[:-1])}."
+
+
+def _fuse(first: str, second: str) -> str:
+    return f"{first.rstrip('.')}, and {second[0].lower()}{second[1:]}"
+
+
 def synthesise(path: Path, seed: int = 7, max_questions: int = 500) -> list[tuple[str, list[Passage], int, str]]:
     """(claim, evidence passages, label, kind) rows from a HotpotQA-style JSONL file."""
     rng = random.Random(seed)
@@ -106,8 +119,11 @@ def synthesise(path: Path, seed: int = 7, max_questions: int = 500) -> list[tupl
             (s, 1, "exact"), (_first_clause(s), 1, "first_clause"), (_drop_words(s, rng), 1, "dropped_words"),
             (_perturb_number(s, rng), 0, "number"), (_perturb_name(s, distractor, rng), 0, "name"),
             (_negate(s), 0, "negation"), (f"{s.rstrip('.')}, and {d[0].lower()}{d[1:]}", 0, "borrowed_clause"),
-            (d, 0, "distractor_sentence"),
+            (d, 0, "distractor_sentence"), (_reorder(s), 1, "reordered"),
         ]
+        others = [x for x in sentences if x != s]
+        if others:
+            candidates.append((_fuse(s, rng.choice(others)), 1, "fused"))
         rows.extend((c, passages, label, kind) for c, label, kind in candidates if c)
     return rows
 

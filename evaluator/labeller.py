@@ -131,3 +131,43 @@ class RelevanceLabeller(Protocol):
     def threshold(self) -> float:
         """Scores at or above this are relevant."""
         ...
+
+
+# -- factories ------------------------------------------------------------------------------------
+# Implementations are imported lazily: this module stays importable without torch/transformers.
+
+GROUNDING_NAMES = "offline (default) | nli:<model id or directory>"
+RELEVANCE_NAMES = "offline (default) | nli:<model id or directory> | erag:<reader: smollm2, model id or directory>"
+
+
+def make_grounding_labeller(name: str = "offline") -> GroundingLabeller:
+    """A grounding labeller by name: ``offline`` (MiniLM + lexical checks) or ``nli:<model>``."""
+    kind, _, arg = name.partition(":")
+    if kind == "offline" and not arg:
+        from .grounding_offline import OfflineGroundingLabeller
+
+        return OfflineGroundingLabeller()
+    if kind == "nli":
+        from .nli import DEFAULT_NLI_MODEL, NLIGroundingLabeller
+
+        return NLIGroundingLabeller(arg or DEFAULT_NLI_MODEL)
+    raise ValueError(f"unknown grounding labeller {name!r}; expected {GROUNDING_NAMES}")
+
+
+def make_relevance_labeller(name: str = "offline") -> RelevanceLabeller:
+    """A relevance labeller by name: ``offline``, ``nli:<model>`` or ``erag:<reader>``."""
+    kind, _, arg = name.partition(":")
+    if kind == "offline" and not arg:
+        from .relevance import LexicalEmbeddingRelevance
+
+        return LexicalEmbeddingRelevance()
+    if kind == "nli":
+        from .nli import DEFAULT_NLI_MODEL
+        from .relevance import NLIRelevance
+
+        return NLIRelevance(arg or DEFAULT_NLI_MODEL)
+    if kind == "erag":
+        from .erag import CausalLMReader, ERAGRelevance
+
+        return ERAGRelevance(CausalLMReader(arg or "smollm2"))
+    raise ValueError(f"unknown relevance labeller {name!r}; expected {RELEVANCE_NAMES}")

@@ -14,40 +14,16 @@ transformers = pytest.importorskip("transformers")
 from ragtrace_evaluator.labeller import GroundingLabeller, Passage  # noqa: E402
 from ragtrace_evaluator.nli import NLIError, NLIGroundingLabeller, NLIModel, map_labels  # noqa: E402
 
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "water", "boils", "at", "100", "50",
-         "degrees", "tower", "is", "in", "paris", "lyon", "not", ".", "a"]
-
-
-def build_tiny_nli(folder: Path, id2label: dict[int, str], winner: int) -> Path:
-    """A 2-layer, 16-wide BERT sequence classifier whose class ``winner`` dominates."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
-    tokenizer = transformers.BertTokenizer(str(folder / "vocab.txt"), do_lower_case=True)
-    config = transformers.BertConfig(
-        vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=32, max_position_embeddings=64, num_labels=len(id2label),
-        id2label=id2label, label2id={v: k for k, v in id2label.items()},
-    )
-    torch.manual_seed(0)
-    model = transformers.BertForSequenceClassification(config)
-    with torch.no_grad():
-        model.classifier.weight.mul_(0.01)
-        model.classifier.bias.zero_()
-        model.classifier.bias[winner] = 6.0
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
-
 
 @pytest.fixture(scope="module")
-def entail_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def entail_dir(tmp_path_factory: pytest.TempPathFactory, build_tiny_nli) -> Path:  # type: ignore[no-untyped-def]
     # Unusual order on purpose: the mapping must come from the config, not from an assumed order.
     return build_tiny_nli(tmp_path_factory.mktemp("nli_entail"),
                           {0: "NEUTRAL", 1: "CONTRADICTION", 2: "ENTAILMENT"}, winner=2)
 
 
 @pytest.fixture(scope="module")
-def contra_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def contra_dir(tmp_path_factory: pytest.TempPathFactory, build_tiny_nli) -> Path:  # type: ignore[no-untyped-def]
     return build_tiny_nli(tmp_path_factory.mktemp("nli_contra"),
                           {0: "entailment", 1: "neutral", 2: "contradiction"}, winner=2)
 

@@ -1,0 +1,58 @@
+"""Claim extraction: sentences, clauses, abstentions and claim-less chatter."""
+
+from __future__ import annotations
+
+import pytest
+from ragtrace_evaluator.claims import extract_claims, is_abstention, split_sentences
+
+
+def test_sentences_respect_abbreviations_initials_and_decimals() -> None:
+    text = "Dr. Smith paid $3.5 million in the U.S. in Jan. 2020. J. R. R. Tolkien wrote it. Was it good? Yes!"
+    assert split_sentences(text) == [
+        "Dr. Smith paid $3.5 million in the U.S. in Jan. 2020.",
+        "J. R. R. Tolkien wrote it.", "Was it good?", "Yes!",
+    ]
+
+
+def test_bullets_and_paragraphs_split() -> None:
+    assert split_sentences("Facts:\n- Paris is in France\n- Lyon is in France") == [
+        "Facts:", "Paris is in France", "Lyon is in France"]
+
+
+def test_clauses_split_only_when_both_sides_assert_something() -> None:
+    claims = extract_claims("The tower was completed in 1889; it was designed by Gustave Eiffel's company, "
+                            "and it was the tallest structure in the world until 1930.").claims
+    assert claims == ("The tower was completed in 1889", "it was designed by Gustave Eiffel's company",
+                      "it was the tallest structure in the world until 1930.")
+    # "salt and pepper" is a list, not two clauses
+    assert extract_claims("She bought salt and pepper at the market.").claims == (
+        "She bought salt and pepper at the market.",)
+
+
+@pytest.mark.parametrize("answer", [
+    "I cannot answer that from the provided context.",
+    "I don't know.",
+    "The context does not say when the bridge opened.",
+    "There is no information about the author in the passages.",
+    "Sorry, I'm unable to determine the answer.",
+    "The release date is not mentioned in the documents.",
+])
+def test_abstentions(answer: str) -> None:
+    result = extract_claims(answer)
+    assert result.kind == "abstention" and result.claims == ()
+
+
+def test_an_answer_that_mentions_missing_detail_after_answering_is_not_an_abstention() -> None:
+    answer = "The bridge opened in 1932. The context does not say who designed it."
+    assert not is_abstention(answer)
+    assert extract_claims(answer).kind == "claims"
+
+
+@pytest.mark.parametrize("answer", ["haha", "i agree.", "Hello!", "very true!", "Do you like jazz?",
+                                    "It was fun talking to you."])
+def test_generic_replies_make_no_claim(answer: str) -> None:
+    assert extract_claims(answer).kind == "generic"
+
+
+def test_empty() -> None:
+    assert extract_claims("  ").kind == "empty"
