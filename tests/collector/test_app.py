@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -218,3 +219,20 @@ def test_audit_route_validates_its_body(chdb_store: Any, tmp_path: Path, options
         r = httpx.post(f"{url}/api/audit", content=options, headers={"content-type": "application/json"})
     assert r.status_code in (400, 501)
     assert "error" in r.json()
+
+
+def test_audit_route_and_background_audit_run_per_tenant(chdb_store: Any, tmp_path: Path) -> None:
+    tenant = _tenant()  # no traces: the audit runs and labels nothing, so no model is loaded
+    with running(chdb_store, str(tmp_path / "spool"), tokens={"k": tenant}, audit_every=0.2,
+                 audit_sample=3) as (url, app):
+        auth = {"authorization": "Bearer k"}
+        ok = httpx.post(f"{url}/api/audit", json={"sample": 2, "tenant": "someone-else"}, headers=auth, timeout=120)
+        assert ok.status_code == 200 and ok.json()["n"] == 0
+        bad = httpx.post(f"{url}/api/audit", json={"no_such_option": 1}, headers=auth, timeout=60)
+        assert bad.status_code == 400 and "no_such_option" in bad.json()["error"]
+        metrics = app.state.metrics
+        deadline = time.monotonic() + 60
+        while metrics.get("ragtrace_audit_runs_total", outcome="ok") < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert metrics.get("ragtrace_audit_runs_total", outcome="ok") >= 1
+    assert metrics.get("ragtrace_audit_runs_total", outcome="error") == 0
