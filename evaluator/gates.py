@@ -257,7 +257,8 @@ def evaluate_gates(specs: Sequence[GateSpec], run: BootstrapRun) -> GateSet:
                   "candidate": _f(res.candidate)}
         if spec.kind == "se":
             se = res.standard_error
-            if not (np.isfinite(res.delta) and np.isfinite(se) and se > 0):
+            # SE = 0 is a real answer (every replicate moved the same way): any bad move trips.
+            if not (np.isfinite(res.delta) and np.isfinite(se)):
                 results.append(_undefined(spec, common, "the delta or its standard error is undefined"
                                           + (f" ({res.warnings[0]})" if res.warnings else "")))
                 continue
@@ -268,7 +269,8 @@ def evaluate_gates(specs: Sequence[GateSpec], run: BootstrapRun) -> GateSet:
             alarm = sign * centred < -spec.k * se  # NaN replicates compare False: no alarm
             independent.append(float(ndtr(-spec.k)))
             observed = res.delta
-            reason = (f"{name} moved {res.delta:+.4g} = {res.delta / se:+.2f} SE; trips beyond "
+            in_se = f"{res.delta / se:+.2f} SE" if se > 0 else "every replicate (SE 0)"
+            reason = (f"{name} moved {res.delta:+.4g} = {in_se}; trips beyond "
                       f"{threshold:+.4g} ({spec.k:g} SE, {direction} is better)")
         else:
             assert spec.bound is not None

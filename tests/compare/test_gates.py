@@ -122,3 +122,14 @@ def test_stated_family_wise_false_alarm_matches_the_observed_rate_under_no_chang
     # Correlated gates (m0 and m1 share a factor) alarm together: the family rate is below the
     # independent-gates figure.
     assert mean_stated < float(np.mean(independent))
+
+
+def test_a_certain_drop_with_zero_standard_error_trips() -> None:
+    # Every query passed before and fails now: SE is 0, and the drop is not "undefined", it is certain.
+    run = paired_bootstrap([mean_statistic("pass_rate", np.ones(10), np.zeros(10)),
+                            mean_statistic("same", np.ones(10), np.ones(10))], n_resamples=200, seed=0, warn=False)
+    gs = evaluate_gates([GateSpec(metric="pass_rate"), GateSpec(metric="same", direction="higher")], run)
+    drop, same = gs.results
+    assert drop.status == "tripped" and drop.se == 0.0 and "SE 0" in drop.reason
+    assert same.status == "ok" and not same.tripped
+    assert gs.family_false_alarm == 0.0
