@@ -121,10 +121,10 @@ def candidates(store: Any, *, tenant: str, service: str | None, release: str | N
             where.append(f"{col} = {{{col}:String}}")
             params[col] = val
     if since is not None:
-        where.append("start_time >= {since:DateTime64(3)}")
+        where.append("start_time >= {since:DateTime64(3, 'UTC')}")
         params["since"] = since
     if until is not None:
-        where.append("start_time < {until:DateTime64(3)}")
+        where.append("start_time < {until:DateTime64(3, 'UTC')}")
         params["until"] = until
     rows = store.query_rows(
         f"SELECT trace_id, release, route FROM {store.table('queries')} FINAL WHERE {' AND '.join(where)}", params)

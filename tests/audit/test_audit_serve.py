@@ -1,6 +1,6 @@
 """The issue's end-to-end check: traces with known injected failures sent through `ragtrace serve` over
-real OTLP/HTTP (protobuf on loopback) come out of `ragtrace audit --server` with the right primary mode, judged by the real offline labeller
-running inside the serving process."""
+real OTLP/HTTP (protobuf on loopback) come out of `ragtrace audit --server` with the right primary
+mode, judged by the real offline labeller running inside the serving process."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ labels written back, resumable, deterministic sampling, per-trace JSON Lines."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 from ragtrace_evaluator.audit import AuditError, run_audit
 from ragtrace_evaluator.manifest import load_manifest
 
-from .fixtures import KeywordGrounding, KeywordRelevance, Trace, scenario, write_traces
+from .fixtures import GOOD, KeywordGrounding, KeywordRelevance, Trace, scenario, write_traces
 
 PER_TRACE_KEYS = {"trace_id", "query_id", "release", "service", "manifest_id", "failure_mode", "gold_in_pool",
                   "gold_in_context", "retrieval", "ranking", "generation", "metrics", "pass", "score", "confidence"}
@@ -146,3 +147,20 @@ def test_bad_options_say_what_to_fix(chdb_store: Any) -> None:
         _audit(chdb_store, "x", since="yesterday")
     with pytest.raises(AuditError, match="--shard"):
         _audit(chdb_store, "x", shard="3/3")
+
+
+def test_time_window_filters(chdb_store: Any) -> None:
+    tenant = "audit-window"
+    traces = list(scenario("w").values())  # start 2026-11-01T12:00:00Z + i seconds
+    write_traces(chdb_store, tenant, traces)
+    inside = _audit(chdb_store, tenant, since="2026-11-01T12:00:02Z", until="2026-11-01T12:00:05+00:00",
+                    stages="retrieval")
+    assert inside["n"] == 3
+    assert _audit(chdb_store, tenant, since="2026-11-01T13:00:00", stages="retrieval")["n"] == 0
+    now = datetime.now(UTC)
+    recent = [Trace(f"w-recent-{h}", "r1", ["gold"], ["gold"], GOOD, gold=["gold"], start=now - timedelta(hours=h))
+              for h in (1, 3, 50)]
+    write_traces(chdb_store, tenant + "-rel", recent)
+    assert _audit(chdb_store, tenant + "-rel", since="-2h", stages="retrieval")["n"] == 1
+    assert _audit(chdb_store, tenant + "-rel", since="-2d", stages="retrieval")["n"] == 2
+    assert _audit(chdb_store, tenant + "-rel", until="-2d", stages="retrieval")["n"] == 1
