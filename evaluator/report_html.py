@@ -86,6 +86,10 @@ def _plot_decomposition(report: dict[str, Any], names: tuple[str, str]) -> str:
             label="baseline")
     ax2.bar([x + 0.2 for x in xs], [d["candidate"][k] or 0.0 for k, _ in keys], 0.4, color=_CAND,
             label="candidate")
+    for j, (k, _) in enumerate(keys):  # an undefined factor has no bar: say so rather than look like 0
+        for off, side in ((-0.2, "baseline"), (0.2, "candidate")):
+            if d[side][k] is None:
+                ax2.text(j + off, 0.02, "undefined", rotation=90, ha="center", va="bottom", fontsize=8)
     ax2.set_xticks(list(xs), [label for _, label in keys])
     ax2.set_ylim(0, 1.05)
     ax2.set_title("Factors")
