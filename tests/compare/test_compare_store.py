@@ -94,3 +94,37 @@ def test_cli_refuses_labels_of_different_manifests(http_store: tuple[str, str],
     assert compare_main(["--baseline", "v4", "--candidate", "v1", "--manifest", "m1", *common]) in (0, 1)
     assert compare_main(["--baseline", "nope", "--candidate", "v1", *common]) == 2
     assert "no audit labels for release 'nope'" in capsys.readouterr().err
+
+
+def test_audit_then_compare_end_to_end(chdb_store: Any) -> None:
+    """Traces as the collector stores them → `run_audit` per release → compare from the labels table."""
+    from dataclasses import replace
+
+    # tests/ is on sys.path (pytest prepend mode, packages without a top-level __init__)
+    from audit.fixtures import KeywordGrounding, scenario, write_traces
+    from ragtrace_evaluator.audit import run_audit
+
+    tenant = f"compare-e2e-{uuid.uuid4().hex[:8]}"
+    base = scenario("b", release="r1")
+    cand = scenario("c", release="r2")
+    # The candidate's chunking change: the two clean questions lose their evidence.
+    lose = {"ok": "retrieval_gap", "ok-2": "retrieval_gap-refusal"}
+    traces = []
+    for key, tr in base.items():
+        traces.append(replace(tr, query_id=f"Q-{key}"))
+        donor = cand[lose.get(key, key)]
+        traces.append(replace(donor, trace_id=f"c-{key}", query_id=f"Q-{key}"))
+    write_traces(chdb_store, tenant, traces)
+    for release in ("r1", "r2"):
+        run_audit(chdb_store, tenant=tenant, release=release, grounding=KeywordGrounding(),
+                  relevance_labeller=None)
+    (a,) = load_release(chdb_store, "r1", tenant=tenant)
+    (b,) = load_release(chdb_store, "r2", tenant=tenant)
+    assert a.manifest_ids == b.manifest_ids
+    c = compare(a, b, n_resamples=500, seed=0, warn=False)
+    assert c.pairing.query_ids and not c.pairing.only_baseline and not c.pairing.only_candidate
+    lost = next(m for m in c.movers if m.boundary == "gold_in_context" and m.direction == "lost")
+    assert set(lost.query_ids) == {"Q-ok", "Q-ok-2"}
+    assert set(lost.candidate_trace_ids) == {"c-ok", "c-ok-2"}
+    rep = c.to_json()
+    assert rep["decomposition"]["delta"]["recall"] < 0
