@@ -46,6 +46,8 @@ METHODS = ("percentile", "bca")
 #: memory (~32 MB of float64 per block). The block size depends only on n, so a seed reproduces
 #: the same replicates whatever the machine.
 _BLOCK_CELLS = 4_000_000
+#: Up to this many distinct columns, resample sums are gathered directly instead of through counts.
+_GATHER_MAX_COLUMNS = 4
 
 
 class DegenerateDataWarning(RuntimeWarning):
@@ -246,10 +248,16 @@ def paired_bootstrap(
         for start in range(0, n_resamples, block):
             b = min(block, n_resamples - start)
             idx = rng.integers(0, n, size=(b, n))
-            # Counts of each query in each resample; the offsets keep the rows apart in one bincount.
-            idx += np.arange(b, dtype=idx.dtype)[:, None] * n
-            counts = np.bincount(idx.ravel(), minlength=b * n).reshape(b, n).astype(np.float64)
-            partial = counts @ product_cols
+            if product_cols.shape[1] <= _GATHER_MAX_COLUMNS:
+                # Few columns (one statistic alone): summing the drawn values beats counting draws.
+                partial = np.empty((b, product_cols.shape[1]))
+                for j in range(product_cols.shape[1]):
+                    partial[:, j] = product_cols[:, j][idx].sum(axis=1)
+            else:
+                # Counts of each query in each resample; the offsets keep rows apart in one bincount.
+                idx += np.arange(b, dtype=idx.dtype)[:, None] * n
+                counts = np.bincount(idx.ravel(), minlength=b * n).reshape(b, n).astype(np.float64)
+                partial = counts @ product_cols
             sums_distinct = np.empty((b, distinct.shape[1]))
             sums_distinct[:, ~ones] = partial
             sums_distinct[:, ones] = float(n)
