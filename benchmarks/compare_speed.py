@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         compare(la, lb, n_resamples=200, seed=0, warn=False)  # warm-up (imports, BLAS threads)
-        t_all = _time(lambda: compare(la, lb, n_resamples=b, seed=0, warn=False))
+        t_all = _time(lambda: compare(la, lb, n_resamples=b, seed=0, warn=False), repeat=3 if n <= 2000 else 1)
         result = compare(la, lb, n_resamples=200, seed=0, warn=False)
     n_stats = len(result.run.results)
     print(f"n = {n} paired queries, {b} resamples; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
