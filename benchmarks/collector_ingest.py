@@ -10,7 +10,7 @@ What it does:
    every query row written (queryable).
 3. The limit, in this process on its own store: protobuf-parse the same request bodies, and insert
    the same rows straight into the same engine with its fastest input path (Arrow through chDB's
-   ``Python()`` table function), one insert per table per request. No HTTP, no spool, no walk.
+   ``Python()`` table function), all rows in one insert per table. No HTTP, no spool, no walk.
 4. Optionally (``--overload SECONDS``) sends as fast as possible from more clients and samples the
    collector's resident memory once a second, counting 429/503 answers (backpressure).
 
@@ -104,12 +104,12 @@ def post_all(url: str, bodies: list[bytes], clients: int, stop: threading.Event 
 
 
 def measure_collector(bodies: list[bytes], n_traces: int, clients: int, workdir: Path,
-                      overload: float) -> dict[str, Any]:
+                      overload: float, serve_args: list[str]) -> dict[str, Any]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = (workdir / "serve.log").open("wb")
     proc = subprocess.Popen([RAGTRACE, "serve", "--store", str(workdir / "store"), "--port", str(port),
-                             "--spool-dir", str(workdir / "spool"), "--log-level", "warning"],
+                             "--spool-dir", str(workdir / "spool"), "--log-level", "warning", *serve_args],
                             stdout=log, stderr=subprocess.STDOUT)
     try:
         while True:
@@ -163,46 +163,42 @@ def overload_phase(url: str, pid: int, bodies: list[bytes], seconds: float) -> d
 
 
 def measure_limit(bodies: list[bytes], workdir: Path) -> dict[str, float]:
-    """Parse + fastest engine insert of the same rows, one insert per table per request."""
+    """Parse + the engine's fastest insert of the same rows: all of them, one insert per table."""
     import clickhouse_connect
     import pyarrow as pa
+    from ragtrace_collector.assemble import Rows
+    from ragtrace_collector.store import Store
 
     client = clickhouse_connect.get_client(interface="chdb", path=str(workdir / "limit-store"))
     conn = client._backend._handle.conn
-    from ragtrace_collector.store import Store
-
     store = Store(client, "ragtrace", location=str(workdir / "limit-store"), embedded=True)
     store.migrate()
     # rows and Arrow tables are prepared untimed: the limit is parse + engine insert only
     parse_s = 0.0
-    prepared = []
-    written: set[str] = set()
+    merged = Rows()
     for body in bodies:
         t = time.perf_counter()
         msg = ExportTraceServiceRequest()
         msg.ParseFromString(body)
         parse_s += time.perf_counter() - t
-        rows = assemble(msg, "default", int(time.time() * 1000))
-        # the same rows the collector writes: it skips passages it wrote recently
-        pc = rows.cols["passages"]
-        keep = [i for i, h in enumerate(pc["content_hash"]) if h not in written]
-        written.update(pc["content_hash"])
-        rows.cols["passages"] = {c: [v[i] for i in keep] for c, v in pc.items()}
-        tables = {}
-        for table in COLUMNS:
-            cols = rows.cols[table]
-            if not cols[COLUMNS[table][0]]:
-                continue
+        merged.extend(assemble(msg, "default", int(time.time() * 1000)))
+    # the same rows the collector writes: passage text once per hash
+    pc = merged.cols["passages"]
+    first = {h: i for i, h in reversed(list(enumerate(pc["content_hash"])))}
+    keep = sorted(first.values())
+    merged.cols["passages"] = {c: [v[i] for i in keep] for c, v in pc.items()}
+    tables = {}
+    for table in COLUMNS:
+        cols = merged.cols[table]
+        if cols[COLUMNS[table][0]]:
             tables[table] = pa.table({c: pa.array(v, type=pa.timestamp("ms", tz="UTC")) if c in TIME_COLUMNS
                                       else pa.array(v) for c, v in cols.items()})
-        prepared.append(tables)
     insert_s = 0.0
-    for tables in prepared:
-        for table, arrow_table in tables.items():
-            cols = ", ".join(f"`{c}`" for c in arrow_table.column_names)
-            t = time.perf_counter()
-            conn.query(f"INSERT INTO ragtrace.{table} ({cols}) SELECT {cols} FROM Python(arrow_table)")
-            insert_s += time.perf_counter() - t
+    for table, arrow_table in tables.items():
+        cols_sql = ", ".join(f"`{c}`" for c in arrow_table.column_names)
+        t = time.perf_counter()
+        conn.query(f"INSERT INTO ragtrace.{table} ({cols_sql}) SELECT {cols_sql} FROM Python(arrow_table)")
+        insert_s += time.perf_counter() - t
     client.close()
     return {"parse_seconds": parse_s, "insert_seconds": insert_s}
 
@@ -214,14 +210,17 @@ def main() -> None:
     ap.add_argument("--corpus", type=int, default=5000, help="distinct passages (0 = all unique)")
     ap.add_argument("--clients", type=int, default=2)
     ap.add_argument("--overload", type=float, default=0.0, help="seconds of overload after the run")
+    ap.add_argument("--no-fsync", action="store_true", help="run the collector with --no-fsync")
     a = ap.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="ragtrace-bench-"))
     try:
         bodies = build_bodies(a.traces, a.per_request, a.corpus)
         mb = sum(map(len, bodies)) / 1e6
         print(f"{a.traces} traces in {len(bodies)} requests, {mb:.0f} MB of OTLP protobuf; "
-              f"corpus {a.corpus or 'unique'}; {a.clients} client threads; {os.cpu_count()} cores")
-        col = measure_collector(bodies, a.traces, a.clients, workdir, a.overload)
+              f"corpus {a.corpus or 'unique'}; {a.clients} client threads; {os.cpu_count()} cores; "
+              f"spool fsync {'off' if a.no_fsync else 'on'}; load average {os.getloadavg()[0]:.1f}")
+        col = measure_collector(bodies, a.traces, a.clients, workdir, a.overload,
+                                ["--no-fsync"] if a.no_fsync else [])
         lim = measure_limit(bodies, workdir)
         spans = 4 * a.traces
         limit_s = lim["parse_seconds"] + lim["insert_seconds"]

@@ -120,22 +120,27 @@ class Spool:
     def append(self, tenant: str, received_ms: int, body: bytes) -> int:
         """Write one request; returns its segment number once it is durable (see module doc)."""
         t = tenant.encode("utf-8")
-        payload = _PAYLOAD_HEAD.pack(len(t), received_ms) + t + body
-        record = _HEADER.pack(MAGIC, len(payload), zlib.crc32(payload)) + payload
+        head = _PAYLOAD_HEAD.pack(len(t), received_ms) + t
+        size = len(head) + len(body)
+        # the body (megabytes) is checksummed and written in place, never copied
+        header = _HEADER.pack(MAGIC, size, zlib.crc32(body, zlib.crc32(head)))
+        record_len = len(header) + size
         with self._lock:
             if self._fh is None:
                 raise SpoolError("the spool is closed (the collector is shutting down)")
-            if self.total_bytes() + len(record) > self.max_bytes:
+            if self.total_bytes() + record_len > self.max_bytes:
                 raise SpoolFull(
                     f"the local spool holds {self.total_bytes()} bytes, its limit is {self.max_bytes} "
                     "(RAGTRACE_SPOOL_MAX_BYTES): the store has been unreachable for a while")
-            if self._written and self._written + len(record) > self.segment_bytes:
+            if self._written and self._written + record_len > self.segment_bytes:
                 self._rotate_locked()
             fh = self._fh
-            fh.write(record)  # type: ignore[attr-defined]
+            fh.write(header)  # type: ignore[attr-defined]
+            fh.write(head)  # type: ignore[attr-defined]
+            fh.write(body)  # type: ignore[attr-defined]
             fh.flush()  # type: ignore[attr-defined]  # into the kernel: survives kill -9
             seg = self._current
-            self._written += len(record)
+            self._written += record_len
             self._sizes[seg] = self._written
             self._pending[seg] = self._pending.get(seg, 0) + 1
             target = self._written
