@@ -86,14 +86,22 @@ def _indicator(x: NDArray[np.float64], value: float) -> NDArray[np.float64]:
     return out
 
 
+#: statistic names the comparison defines itself (a metrics-dict key of the same name is renamed)
+_RESERVED = ("gold_in_pool", "ranking_ok", "gold_in_context", "pass_rate", "mean_score", "below_threshold")
+
+
 def _build_statistics(p: Pairing, threshold: float) -> tuple[list[RatioStatistic], list[str], list[str]]:
     """Every statistic as a ratio of sums; also the cell names (display order) and notes."""
     a, b = p.baseline, p.candidate
     stats: list[RatioStatistic] = []
     notes: list[str] = []
     keys = sorted({k for lab in (*a, *b) for k in lab.metrics})
+    used = set(_RESERVED)
     for key in keys:
         name = "abstention_rate" if key == "abstained" else key
+        if name in used or name.startswith((_CELL_PREFIX, _DECOMP_PREFIX)):
+            name = f"metrics.{key}"  # a harness's own key must not shadow one of ours
+        used.add(name)
         stats.append(mean_statistic(name, _col(a, lambda r, k=key: r.metrics.get(k)),
                                     _col(b, lambda r, k=key: r.metrics.get(k))))
     gic_a, gic_b = _col(a, lambda r: r.gold_in_context), _col(b, lambda r: r.gold_in_context)

@@ -244,3 +244,11 @@ def test_abstentions_without_a_score_are_excluded_from_means_but_count_as_below(
     metrics = {m["metric"]: m for m in rep["metrics"]}
     assert metrics["mean_score"]["candidate"] == pytest.approx(0.8) and metrics["mean_score"]["n_candidate"] == 15
     assert metrics["below_threshold"]["candidate"] == pytest.approx(0.25)
+
+
+def test_a_harness_metric_named_like_ours_does_not_collide() -> None:
+    recs = [{"query_id": f"q{i}", "gold_in_context": True, "pass": i % 2 == 0,
+             "metrics": {"pass_rate": 0.5, "abstained": False, "abstention_rate": 0.1}} for i in range(10)]
+    a = label_set("a", "file", [parse_record(r) for r in recs])
+    names = {m["metric"] for m in compare(a, a, n_resamples=200, warn=False).to_json()["metrics"]}
+    assert {"pass_rate", "metrics.pass_rate", "abstention_rate", "metrics.abstention_rate"} <= names
