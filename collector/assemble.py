@@ -324,7 +324,9 @@ def assemble(request: ExportTraceServiceRequest, tenant: str, received_ms: int) 
                                             if span.end_time_unix_nano else 0.0)
                     q["root_priority"].append(priority)
                     q["received_at"].append(received_ms)
-                    for doc_id in _str_list(other.get(sc.GOLD_DOCUMENT_IDS)):
+                gold_ids = other.get(sc.GOLD_DOCUMENT_IDS)
+                if gold_ids is not None:  # on the root, or on a nested pipeline span: same trace
+                    for doc_id in _str_list(gold_ids):
                         _gold(g, tenant, query_id, trace_id, doc_id, received_ms)
 
                 if docs:
@@ -350,10 +352,11 @@ def _s(value: Any) -> str:
 def _root_priority(parent: str, kind: str, other: dict[str, Any]) -> int:
     """Whether a span is a query root, and how sure we are (the highest priority per trace wins).
 
-    3: the ragtrace SDK's pipeline span (CHAIN with ragtrace attributes), even under an HTTP span;
-    2: a parentless CHAIN span (OpenInference instrumentation); 1: any other parentless span.
+    3: the span the ragtrace SDK marks as the root (``ragtrace.sdk.version``: the outermost pipeline
+    span, even under an HTTP server span); 2: a parentless CHAIN span (OpenInference
+    instrumentation); 1: any other parentless span.
     """
-    if kind == "CHAIN" and (sc.QUERY_ID in other or sc.SDK_VERSION in other or sc.GOLD_DOCUMENT_IDS in other):
+    if sc.SDK_VERSION in other:
         return 3
     if parent:
         return 0

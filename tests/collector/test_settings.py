@@ -1,0 +1,45 @@
+"""Settings precedence and parsing; the CLI's time arguments."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from ragtrace_collector.cli import _parse_time
+from ragtrace_collector.settings import CollectorSettings, parse_duration, parse_tokens
+
+
+def test_arguments_beat_environment_beat_defaults(caplog: pytest.LogCaptureFixture) -> None:
+    env = {"RAGTRACE_STORE": "/data/s", "RAGTRACE_PORT": "9999", "RAGTRACE_TOKENS": "a=t1, b=t2,c",
+           "RAGTRACE_BATCH_INTERVAL": "250ms", "RAGTRACE_MAX_BODY_BYTES": "lots", "RAGTRACE_SPOOL_FSYNC": "off"}
+    s = CollectorSettings.from_env(env, port=1234)
+    assert (s.store, s.port, s.batch_interval, s.spool_fsync) == ("/data/s", 1234, 0.25, False)
+    assert dict(s.tokens) == {"a": "t1", "b": "t2", "c": "default"}
+    assert s.max_body_bytes == CollectorSettings().max_body_bytes  # bad env value: logged, default used
+    assert "RAGTRACE_MAX_BODY_BYTES" in caplog.text
+    assert s.spool_path.name == "s.spool"
+    assert CollectorSettings.from_env({"RAGTRACE_STORE": "http://u:p@h:8123/db"}).spool_path.name == "spool"
+
+
+def test_bad_arguments_raise_with_the_field_name() -> None:
+    with pytest.raises(ValueError, match="max_body_bytes"):
+        CollectorSettings(max_body_bytes=0)
+    with pytest.raises(ValueError, match="port"):
+        CollectorSettings(port=70000)
+    with pytest.raises(ValueError, match="unknown collector setting"):
+        CollectorSettings.from_env({}, colour="blue")
+    with pytest.raises(ValueError, match="TOKEN=TENANT"):
+        parse_tokens("=x")
+    with pytest.raises(ValueError, match="duration"):
+        parse_duration("soon")
+
+
+def test_durations_and_times() -> None:
+    assert [parse_duration(x) for x in ("15", "1.5s", "250ms", "2m", "6h", "1d")] == [
+        15, 1.5, 0.25, 120, 21600, 86400]
+    now = datetime.now(UTC)
+    assert abs((now - _parse_time("6h", "since")) - timedelta(hours=6)) < timedelta(seconds=5)  # type: ignore[operator]
+    assert _parse_time("2026-01-31T12:00", "since") == datetime(2026, 1, 31, 12, tzinfo=UTC)
+    assert _parse_time(None, "since") is None
+    with pytest.raises(ValueError, match="--until"):
+        _parse_time("yesterday", "until")
