@@ -248,6 +248,9 @@ def evaluate_gates(specs: Sequence[GateSpec], run: BootstrapRun) -> GateSet:
             continue
         res = run[name]
         own_boundary, own_direction = metric_info(name)
+        if spec.direction is None and own_direction is None:
+            raise GateError(f"gate on {name!r}: this metric has no better direction of its own (a rate that "
+                            "may rightly go either way); set direction = \"higher\" or \"lower\" in the gate")
         direction = spec.direction or own_direction or "higher"
         boundary = spec.boundary or own_boundary
         sign = 1.0 if direction == "higher" else -1.0

@@ -73,6 +73,7 @@ def test_include_defaults_keeps_the_stage_gates(files: tuple[Path, Path], tmp_pa
     ('[[gate]]\nmetric = "pass_rate"\nbogus = 1\n', "unknown keys"),
     ("[[gate]\n", "not valid TOML"),
     ("threshold = 3\n", "unknown top-level keys"),
+    ('[[gate]]\nmetric = "abstention_rate"\nk = 2\n', "no better direction"),
 ])
 def test_bad_gate_files_are_usage_errors(files: tuple[Path, Path], tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str], toml: str, message: str) -> None:
