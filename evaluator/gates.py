@@ -248,6 +248,8 @@ def evaluate_gates(specs: Sequence[GateSpec], run: BootstrapRun) -> GateSet:
             continue
         res = run[name]
         own_boundary, own_direction = metric_info(name)
+        if spec.kind != "se":
+            own_direction = "higher" if spec.kind == "floor" else "lower"
         if spec.direction is None and own_direction is None:
             raise GateError(f"gate on {name!r}: this metric has no better direction of its own (a rate that "
                             "may rightly go either way); set direction = \"higher\" or \"lower\" in the gate")
