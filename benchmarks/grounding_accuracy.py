@@ -204,6 +204,29 @@ def print_table(results: list[dict[str, object]]) -> None:
         print(f"offline labeller AUROC − best baseline = {gap:+.3f} (target ≥ +0.050)")
 
 
+def speed(path: Path, n_traces: int = 200) -> dict[str, object]:
+    """Traces/s for judge_many on n_traces HotpotQA questions (5 paragraphs each, a 3-sentence answer
+    made of one gold sentence, one altered sentence and one distractor sentence), cold (empty
+    embedding cache, model already loaded) and warm (same traces again), in batches of 32."""
+    with open(path, encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh][:n_traces]
+    traces = []
+    for q in rows:
+        ctx = q["contexts"][:5]
+        sents = [split_sentences(c["paragraph_text"])[0] for c in ctx]
+        answer = f"{sents[0]} {sents[1].replace('was', 'was not', 1)} {sents[2]}"
+        traces.append((answer, [Passage(c["id"], c["paragraph_text"]) for c in ctx]))
+    labeller = OfflineGroundingLabeller(embedder=SentenceEmbedder())
+    labeller.judge("warm up the model.", [Passage("x", "load the weights.")])
+    out: dict[str, object] = {"n_traces": len(traces), "passages_per_trace": 5, "answer_sentences": 3}
+    for phase in ("cold", "warm"):
+        started = time.perf_counter()
+        for i in range(0, len(traces), 32):
+            labeller.judge_many(traces[i:i + 32])
+        out[f"{phase}_traces_per_s"] = round(len(traces) / (time.perf_counter() - started), 1)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="grounding_accuracy", description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -212,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, help="first N items per set (smoke runs)")
     parser.add_argument("--bootstrap", type=int, default=1000)
     parser.add_argument("--calibrate", action="store_true")
+    parser.add_argument("--speed", action="store_true",
+                        help="labeller throughput on HotpotQA traces: 5 passages, a 3-sentence answer")
     parser.add_argument("--hotpot", type=Path, default=ROOT / ".." / "shared" / "data" / "hotpotqa-dev500")
     args = parser.parse_args(argv)
 
@@ -222,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
         report = calibrate(args.hotpot / "dev_subsampled.jsonl", embedder)
         embedder.save()
         print(json.dumps(report, indent=2))
+        return 0
+    if args.speed:
+        print(json.dumps(speed(args.hotpot / "dev_subsampled.jsonl"), indent=2))
         return 0
     if not args.data.exists():
         print(f"no grounding dev data at {args.data}; pass --data", file=sys.stderr)

@@ -57,6 +57,7 @@ _NUMBER_WORDS = {
 }
 _SCALES = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12, "k": 1e3, "m": 1e6, "bn": 1e9}
 _TOKEN = re.compile(r"\d+(?:[.,]\d+)*%?|[A-Za-z]+(?:['’][A-Za-z]+)?")
+_TOKEN_OR_BREAK = re.compile(_TOKEN.pattern + r"|[,;:()\[\]—–]|\s-\s")
 _NUMERIC = re.compile(r"(\d+(?:,\d{3})*(?:\.\d+)?)(%?)")
 
 
@@ -76,14 +77,16 @@ class TextFeatures:
     entities: frozenset[str]
     #: count of negation cues
     negations: int
+    #: adjacent content-stem pairs inside one clause (commas, semicolons, brackets and dashes end a
+    #: clause: a pair across them links two separate statements)
+    pairs: frozenset[tuple[str, str]] = frozenset()
+    #: ``pairs`` plus pairs one content word apart, so an inserted modifier in the evidence
+    #: ("completed in March 1889") does not break the claim's pair ("completed in 1889")
+    loose_pairs: frozenset[tuple[str, str]] = frozenset()
 
     @property
     def stem_set(self) -> frozenset[str]:
         return frozenset(self.stems)
-
-    @property
-    def bigrams(self) -> frozenset[tuple[str, str]]:
-        return frozenset(zip(self.stems, self.stems[1:], strict=False))
 
 
 def stem(word: str) -> str:
@@ -92,9 +95,11 @@ def stem(word: str) -> str:
     if w.endswith("'s"):
         w = w[:-2]
     for suffix, min_len in (("ies", 5), ("ing", 6), ("ed", 5), ("es", 5), ("s", 4), ("ly", 6)):
-        if w.endswith(suffix) and len(w) >= min_len and not w.endswith("ss"):
-            w = w[: -len(suffix)] + ("y" if suffix == "ies" else "")
-            break
+        if not w.endswith(suffix) or len(w) < min_len or w.endswith("ss"):
+            continue
+        if suffix == "es" and not w[:-2].endswith(("s", "x", "z", "ch", "sh")):
+            continue  # "metres" → "metre" (the "s" rule), but "boxes" → "box"
+        return w[: -len(suffix)] + ("y" if suffix == "ies" else "")
     return w
 
 
@@ -112,8 +117,12 @@ def _round(value: float) -> float:
 @lru_cache(maxsize=200_000)
 def features(text: str) -> TextFeatures:
     """Lexical features of ``text``; cached because evidence sentences recur across claims."""
-    tokens = _TOKEN.findall(text)
+    # Words in order, with "" marking a clause break (punctuation that separates statements).
+    tokens = [tok if tok[0].isalnum() else "" for tok in _TOKEN_OR_BREAK.findall(text)]
+    first_word = next((i for i, tok in enumerate(tokens) if tok), 0)
     stems: list[str] = []
+    stem_segments: list[int] = []
+    segment = 0
     numbers: set[float] = set()
     years: set[int] = set()
     months: set[int] = set()
@@ -121,6 +130,9 @@ def features(text: str) -> TextFeatures:
     negations = 0
     prev_number: float | None = None
     for i, tok in enumerate(tokens):
+        if not tok:
+            segment += 1
+            continue
         low = tok.lower().replace("’", "'")
         if low in NEGATIONS or low.endswith("n't"):
             negations += 1
@@ -133,6 +145,7 @@ def features(text: str) -> TextFeatures:
                     years.add(int(value))
                 prev_number = value
                 stems.append(tok.rstrip("%"))
+                stem_segments.append(segment)
                 continue
         if low in _SCALES and prev_number is not None and (low not in ("k", "m") or i > 0):
             numbers.add(_round(prev_number * _SCALES[low]))
@@ -148,11 +161,20 @@ def features(text: str) -> TextFeatures:
             continue
         # A capital is a name unless it starts the text; a text-initial capital counts only when the
         # same word does not also appear in lower case later (then it is a common word).
-        if tok[0].isupper() and len(tok) > 1 and (i > 0 or low not in tokens[1:]):
+        if tok[0].isupper() and len(tok) > 1 and (i > first_word or low not in tokens[i + 1:]):
             entities.add(low)
         stems.append(stem(low))
+        stem_segments.append(segment)
+    pairs = set()
+    loose = set()
+    for j in range(len(stems) - 1):
+        if stem_segments[j + 1] == stem_segments[j]:
+            pairs.add((stems[j], stems[j + 1]))
+            loose.add((stems[j], stems[j + 1]))
+        if j + 2 < len(stems) and stem_segments[j + 2] == stem_segments[j]:
+            loose.add((stems[j], stems[j + 2]))
     return TextFeatures(tuple(stems), frozenset(numbers), frozenset(years), frozenset(months),
-                        frozenset(entities), negations)
+                        frozenset(entities), negations, frozenset(pairs), frozenset(loose))
 
 
 def merge(items: Iterable[TextFeatures]) -> TextFeatures:
@@ -163,15 +185,19 @@ def merge(items: Iterable[TextFeatures]) -> TextFeatures:
     months: set[int] = set()
     entities: set[str] = set()
     negations = 0
+    pairs: set[tuple[str, str]] = set()
+    loose: set[tuple[str, str]] = set()
     for f in items:
         stems.extend(f.stems)
+        pairs |= f.pairs
+        loose |= f.loose_pairs
         numbers |= f.numbers
         years |= f.years
         months |= f.months
         entities |= f.entities
         negations += f.negations
     return TextFeatures(tuple(stems), frozenset(numbers), frozenset(years), frozenset(months),
-                        frozenset(entities), negations)
+                        frozenset(entities), negations, frozenset(pairs), frozenset(loose))
 
 
 def coverage(claim: TextFeatures, evidence: TextFeatures) -> float:
@@ -185,10 +211,10 @@ def coverage(claim: TextFeatures, evidence: TextFeatures) -> float:
 def bigram_coverage(claim: TextFeatures, evidence: TextFeatures) -> float:
     """Share of the claim's content bigrams found in the evidence; word order and pairing matter here,
     which unigram coverage cannot see ("A beat B" vs "B beat A" aside, it catches recombined facts)."""
-    grams = claim.bigrams
+    grams = claim.pairs
     if not grams:
         return coverage(claim, evidence)
-    return len(grams & evidence.bigrams) / len(grams)
+    return len(grams & evidence.loose_pairs) / len(grams)
 
 
 def _number_found(value: float, pool: frozenset[float]) -> bool:

@@ -1,0 +1,121 @@
+"""The offline labeller against the real MiniLM: contradictions cosine cannot see, paraphrases,
+abstentions, the cache, and speed-relevant batching."""
+
+from __future__ import annotations
+
+import pytest
+from ragtrace_evaluator.labeller import GroundingLabeller, Passage, make_grounding_labeller
+
+PASSAGES = [
+    Passage("water", "Water boils at 100 degrees Celsius at sea level. It freezes at 0 degrees Celsius."),
+    Passage("tower", "The Eiffel Tower was completed in March 1889 in Paris. It is 330 metres tall and was "
+                     "designed by the engineering company of Gustave Eiffel."),
+    Passage("drug", "The trial found that the drug reduced blood pressure in adults over 60."),
+]
+
+
+def verdict_of(offline, answer: str) -> str:  # type: ignore[no-untyped-def]
+    return offline.judge(answer, PASSAGES).verdict  # type: ignore[no-any-return]
+
+
+def test_protocol_and_manifest(offline) -> None:  # type: ignore[no-untyped-def]
+    assert isinstance(offline, GroundingLabeller)
+    m = offline.manifest()
+    assert m["kind"] == "offline" and len(m["file_hash"]) == 64
+    assert m["thresholds"] == {"support": 0.5, "contradiction": 0.5} and m["formula_version"]
+
+
+@pytest.mark.parametrize("answer", [
+    "Water boils at 100 degrees Celsius at sea level.",
+    "At sea level, water boils at 100 degrees Celsius.",
+    "The drug reduced blood pressure in adults over 60, the trial found.",
+    "The Eiffel Tower, which is 330 metres tall, was completed in 1889.",
+    "In adults over 60, the drug reduced blood pressure.",
+])
+def test_supported_and_paraphrased_claims_are_entailed(offline, answer: str) -> None:  # type: ignore[no-untyped-def]
+    result = offline.judge(answer, PASSAGES)
+    assert result.verdict == "entailed", result
+    assert result.groundedness == 1.0
+
+
+@pytest.mark.parametrize(("answer", "kind"), [
+    ("Water boils at 50 degrees Celsius at sea level.", "number"),
+    ("The Eiffel Tower is 450 metres tall.", "number"),
+    ("The Eiffel Tower was completed in 1901 in Paris.", "date"),
+    ("The Eiffel Tower was completed in June 1889 in Paris.", "date"),
+    ("The Eiffel Tower was completed in March 1889 in Lyon.", "name"),
+    ("The trial found that the drug did not reduce blood pressure in adults over 60.", "negation"),
+])
+def test_contradictions_are_caught(offline, answer: str, kind: str) -> None:  # type: ignore[no-untyped-def]
+    result = offline.judge(answer, PASSAGES)
+    assert result.verdict == "contradicted", (kind, result)
+    assert result.groundedness == 0.0
+    claim = result.claims[0]
+    assert claim.contradiction >= 0.5 and claim.entailment < 0.5
+    assert claim.passage_id in {"water", "tower", "drug"}
+
+
+def test_cosine_alone_would_accept_the_contradicted_number(embedder) -> None:  # type: ignore[no-untyped-def]
+    # Why the lexical checks exist: MiniLM rates the false claim as near-identical.
+    a, b = embedder.embed(["Water boils at 50 degrees Celsius at sea level.",
+                           "Water boils at 100 degrees Celsius at sea level."])
+    assert float(a @ b) > 0.85
+
+
+def test_unsupported_claim_is_neutral_and_counts_against_groundedness(offline) -> None:  # type: ignore[no-untyped-def]
+    result = offline.judge("Water boils at 100 degrees Celsius at sea level. The tower was painted blue by "
+                           "Pablo Picasso during the war.", PASSAGES)
+    assert [c.verdict for c in result.claims] == ["entailed", "neutral"]
+    assert result.verdict == "neutral" and result.groundedness == 0.5
+    assert result.score is not None and result.score < 0.5
+
+
+@pytest.mark.parametrize(("answer", "kind", "verdict"), [
+    ("I cannot answer that from the provided context.", "abstention", "abstained"),
+    ("The passages do not mention the boiling point of mercury.", "abstention", "abstained"),
+    ("haha, I agree!", "generic", "neutral"),
+])
+def test_no_claim_answers_have_undefined_groundedness(offline, answer, kind, verdict) -> None:  # type: ignore[no-untyped-def]
+    result = offline.judge(answer, PASSAGES)
+    assert result.kind == kind and result.verdict == verdict
+    assert result.groundedness is None and result.score is None and result.claims == ()
+    assert result.abstained is (kind == "abstention")
+
+
+def test_cache_hits_on_repeated_passages(offline, embedder) -> None:  # type: ignore[no-untyped-def]
+    offline.judge("The Eiffel Tower is in Paris.", PASSAGES)
+    misses = embedder.misses
+    hits = embedder.hits
+    results = offline.judge_many([("The Eiffel Tower is in Paris.", PASSAGES)] * 5)
+    assert embedder.misses == misses  # nothing new embedded
+    assert embedder.hits > hits
+    assert len({r for r in results}) == 1
+
+
+def test_judge_many_equals_judge(offline) -> None:  # type: ignore[no-untyped-def]
+    answers = ["Water freezes at 0 degrees Celsius.", "I don't know.", "The tower is 330 metres tall."]
+    assert offline.judge_many([(a, PASSAGES) for a in answers]) == [offline.judge(a, PASSAGES) for a in answers]
+
+
+def test_no_passages_means_nothing_is_entailed(offline) -> None:  # type: ignore[no-untyped-def]
+    result = offline.judge("Water boils at 100 degrees Celsius.", [])
+    assert result.verdict == "neutral" and result.groundedness == 0.0
+
+
+def test_factory_names() -> None:
+    assert make_grounding_labeller("offline").manifest.__self__.kind == "offline"  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="unknown grounding labeller"):
+        make_grounding_labeller("magic")
+
+
+def test_persistent_cache_round_trip(tmp_path, embedder) -> None:  # type: ignore[no-untyped-def]
+    from ragtrace_evaluator.grounding_embed import SentenceEmbedder
+
+    first = SentenceEmbedder(cache_dir=tmp_path)
+    first._model, first._tokenizer, first._torch = embedder._model, embedder._tokenizer, embedder._torch
+    vec = first.embed(["a sentence to persist"])
+    first.save()
+    second = SentenceEmbedder(cache_dir=tmp_path)
+    again = second.embed(["a sentence to persist"])  # from disk: the model never loads
+    assert second._model is None and second.hits == 1
+    assert (again == vec).all()
