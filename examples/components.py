@@ -194,7 +194,8 @@ class HybridReranker:
         return sorted(scored, key=lambda c: (-c.score, c.id))
 
 
-_NUMBER_Q = re.compile(r"\b(?:how (?:many|much|high|large|old|long|far|tall)|when|years?|count|headcount|"
+_NUMBER_Q = re.compile(r"\b(?:how (?:many|much|high|large|big|old|long|far|tall)|when|years?|count|headcount|"
+                       r"populace|"
                        r"turnover|altitude|population|number)\b", re.IGNORECASE)
 _PERSON_Q = re.compile(r"\b(?:who|whom|which person|mentor|founder)\b", re.IGNORECASE)
 _NAME_Q = re.compile(r"\b(?:where|which|what (?:city|award|prize|place))\b", re.IGNORECASE)

@@ -171,7 +171,7 @@ _CITIES = ["Tarsk", "Obrun", "Helvik", "Marrowby", "Casteen", "Dunvale", "Pellau
            "Galloway Cross", "Hightower", "Inverlith", "Junipera", "Kestrelby", "Lindenhall", "Mossgiel"]
 _FILLERS = {
     "company": ["{Ref} sponsors an apprenticeship programme for school leavers.",
-                "{Ref} publishes an annual sustainability report.",
+                "{Ref} publishes a yearly sustainability statement.",
                 "{Ref} has been the subject of two trade press profiles."],
     "person": ["{Ref} also teaches an evening course for adults.",
                "{Ref} sits on the editorial board of a regional journal.",
@@ -218,7 +218,7 @@ _RELATIONS: dict[str, dict[str, tuple[list[str], list[str], _ValueMaker]]] = {
                       ["How many people work for {name}?", "What is the headcount at {name}?"],
                       _count(40, 90000, 10)),
         "revenue": (["{Ref} reported annual revenue of {v} million euros.",
-                     "{Ref} booked sales of {v} million euros last year."],
+                     "{Ref} booked sales of {v} million euros in its latest accounts."],
                     ["How much money does {name} take in?", "What turnover does {name} report?"],
                     _count(3, 9000)),
         "ceo": (["{Ref} is led by chief executive {v}.", "{Ref} has been run by managing director {v}."],
@@ -233,7 +233,7 @@ _RELATIONS: dict[str, dict[str, tuple[list[str], list[str], _ValueMaker]]] = {
                   ["Which honour did {name} win?", "What award went to {name}?"],
                   lambda r: r.choice(_PRIZES)),
         "institute": (["{Ref} works at the {v} Institute.", "{Ref} holds a chair at the {v} Institute."],
-                      ["Where is {name} employed?", "Which organisation employs {name}?"],
+                      ["Where is {name} employed?", "Which organisation is {name} affiliated with?"],
                       lambda r: r.choice(_INSTITUTES)),
         "papers": (["{Ref} has published {v} papers.", "{Ref} is the author of {v} articles."],
                    ["How many publications does {name} have?", "What is the publication count of {name}?"],
@@ -244,7 +244,7 @@ _RELATIONS: dict[str, dict[str, tuple[list[str], list[str], _ValueMaker]]] = {
     },
     "town": {
         "population": (["{Ref} has a population of {v}.", "{Ref} is home to {v} inhabitants."],
-                       ["How many residents live in {name}?", "What is the head count of {name}?"],
+                       ["How many residents live in {name}?", "How big is the populace of {name}?"],
                        _count(300, 250000, 10)),
         "settled": (["{Ref} was first settled in {v}.", "{Ref} received its charter in {v}."],
                     ["When did {name} come into existence?", "In what year did {name} begin?"],
@@ -253,7 +253,7 @@ _RELATIONS: dict[str, dict[str, tuple[list[str], list[str], _ValueMaker]]] = {
                   ["Who leads the council of {name}?", "Who is in charge of {name}?"],
                   _person_name),
         "elevation": (["{Ref} lies at an elevation of {v} metres.", "{Ref} sits {v} metres above sea level."],
-                      ["How high up is {name}?", "At what altitude is {name} located?"],
+                      ["What is the altitude of {name}?", "At what altitude is {name} located?"],
                       _count(2, 2400)),
     },
 }

@@ -28,13 +28,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ragtrace_examples.corpus import Corpus, corpus_summary, generate_corpus
-from ragtrace_examples.faults import Release, baseline_release, candidate_release, check_labels, write_faults
+from ragtrace_examples.faults import Fault, Release, baseline_release, candidate_release, check_labels, write_faults
 
 __all__ = ["DemoConfig", "DemoError", "DemoResult", "demo_main", "run_demo"]
 
@@ -60,6 +60,8 @@ class DemoConfig:
     keep_serving: bool = False
     quiet: bool = False
     resamples: int = 2000
+    #: fault -> share of questions the candidate breaks (None = `faults.DEFAULT_RATES`)
+    rates: Mapping[Fault, float] | None = None
 
 
 @dataclass
@@ -219,7 +221,8 @@ def run_demo(cfg: DemoConfig) -> DemoResult:
     say(f"[1/6] corpus: {cfg.docs} documents with golden questions (seed {cfg.seed})")
     corpus = generate_corpus(cfg.docs, seed=cfg.seed)
     corpus.save(out / "corpus")
-    releases = [baseline_release(cfg.baseline), candidate_release(corpus, cfg.candidate, seed=cfg.seed)]
+    releases = [baseline_release(cfg.baseline), candidate_release(corpus, cfg.candidate, rates=cfg.rates,
+                                                                           seed=cfg.seed)]
     faults_path = write_faults(out / "faults.jsonl", releases)
     summary = corpus_summary(corpus)
     say(f"      {summary['documents']} documents ({summary['kinds']}), {summary['questions']} questions; "
@@ -272,7 +275,7 @@ def run_demo(cfg: DemoConfig) -> DemoResult:
     t = time.perf_counter()
     compare_args = ["--baseline", str(labels[cfg.baseline]), "--candidate", str(labels[cfg.candidate]),
                     "--html", str(report_html), "--json", str(compare_json), "--resamples", str(cfg.resamples),
-                    "--seed", str(cfg.seed)]
+                    "--seed", str(cfg.seed), "--max-ids", "3"]
     sink = io.StringIO()
     with contextlib.redirect_stdout(sink) if cfg.quiet else contextlib.nullcontext():
         compare_exit = compare_main(compare_args)
