@@ -298,20 +298,25 @@ def compare_main(argv: list[str]) -> int:
     if forced:
         result = _with_notes(result, forced)
     report = result.to_json()
-    if args.json:
-        text = json.dumps(report, indent=2, allow_nan=False)
-        if args.json == "-":
-            print(text)
-        else:
-            Path(args.json).write_text(text + "\n", encoding="utf-8")
-    if args.json != "-":
-        render_terminal(result, report, max_ids=args.max_ids)
-    if args.html:
-        from ragtrace_evaluator.report_html import write_report
-
-        write_report(result, args.html, trace_url=args.trace_url)
+    try:
+        if args.json:
+            text = json.dumps(report, indent=2, allow_nan=False)
+            if args.json == "-":
+                print(text)
+            else:
+                Path(args.json).write_text(text + "\n", encoding="utf-8")
         if args.json != "-":
-            print(f"HTML report: {Path(args.html).resolve()}")
+            render_terminal(result, report, max_ids=args.max_ids)
+        if args.html:
+            from ragtrace_evaluator.report_html import write_report
+
+            write_report(result, args.html, trace_url=args.trace_url)
+            if args.json != "-":
+                print(f"HTML report: {Path(args.html).resolve()}")
+    except OSError as exc:
+        print(f"ragtrace compare: error: cannot write {exc.filename or 'the report'}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return 2
     return 1 if result.tripped else 0
 
 

@@ -252,3 +252,12 @@ def test_a_harness_metric_named_like_ours_does_not_collide() -> None:
     a = label_set("a", "file", [parse_record(r) for r in recs])
     names = {m["metric"] for m in compare(a, a, n_resamples=200, warn=False).to_json()["metrics"]}
     assert {"pass_rate", "metrics.pass_rate", "abstention_rate", "metrics.abstention_rate"} <= names
+
+
+def test_an_unwritable_report_path_is_a_usage_error(story_files: tuple[Path, Path], tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code = compare_main(["--baseline", str(story_files[0]), "--candidate", str(story_files[1]),
+                         "--resamples", "200", "--json", str(blocker / "out.json")])
+    assert code == 2 and "cannot write" in capsys.readouterr().err
