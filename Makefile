@@ -37,7 +37,8 @@ typecheck: $(STAMP)
 	@ln -sfn ../../ragtrace build/typecheck/ragtrace
 	@ln -sfn ../../collector build/typecheck/ragtrace_collector
 	@ln -sfn ../../evaluator build/typecheck/ragtrace_evaluator
-	cd build/typecheck && ../../$(VENV)/bin/mypy --config-file ../../pyproject.toml -p ragtrace -p ragtrace_collector -p ragtrace_evaluator
+	@ln -sfn ../../examples build/typecheck/ragtrace_examples
+	cd build/typecheck && ../../$(VENV)/bin/mypy --config-file ../../pyproject.toml -p ragtrace -p ragtrace_collector -p ragtrace_evaluator -p ragtrace_examples
 
 pytest: $(STAMP)
 	$(PY) -m pytest

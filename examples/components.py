@@ -321,7 +321,8 @@ class SmolLM2Generator:
 
         self._torch = torch
         self.tokenizer = AutoTokenizer.from_pretrained(pkg_dir, gguf_file=gguf)
-        self.model = AutoModelForCausalLM.from_pretrained(pkg_dir, gguf_file=gguf).eval()
+        model: Any = AutoModelForCausalLM.from_pretrained(pkg_dir, gguf_file=gguf)
+        self.model: Any = model.train(False)  # inference mode: no dropout
         self.max_new_tokens = max_new_tokens
         self._lock = threading.Lock()
 
@@ -335,8 +336,8 @@ class SmolLM2Generator:
         messages = [{"role": "system", "content": "You answer questions from the given passages."},
                     {"role": "user", "content": prompt}]
         with self._lock, self._torch.inference_mode():
-            ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
+            ids: Any = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
             out = self.model.generate(ids, max_new_tokens=self.max_new_tokens, do_sample=False,
                                       pad_token_id=self.tokenizer.eos_token_id)
-        text: str = self.tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+        text = str(self.tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True))
         return text.strip() or ABSTENTION

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -141,7 +141,7 @@ def _free_port() -> int:
 
 # --- steps -----------------------------------------------------------------------------------------
 def send_traffic(corpus: Corpus, release: Release, collector_url: str, cfg: DemoConfig, encoder: Any,
-                 say: Any) -> int:
+                 say: Callable[[str], None]) -> int:
     """Serve ``release`` over HTTP with tracing to the collector and ask it every golden question."""
     import httpx
     from ragtrace_examples.pipeline import RagPipeline
@@ -210,7 +210,10 @@ def _ragtrace(args: Sequence[str], log: Path) -> str:
 
 def run_demo(cfg: DemoConfig) -> DemoResult:
     """Run every step; raises `DemoError` with the failing step and its log."""
-    say = (lambda *_: None) if cfg.quiet else (lambda msg: print(msg, flush=True))
+    def say(msg: str) -> None:
+        if not cfg.quiet:
+            print(msg, flush=True)
+
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
     out = cfg.out.resolve()

@@ -171,8 +171,9 @@ def check_labels(records: Iterable[Mapping[str, Any]], releases: Sequence[Releas
     no record are counted as ``missing`` rather than as misses or hits.
     """
     by_key: dict[tuple[str, str], Mapping[str, Any]] = {}
-    for rec in records:
-        by_key[(str(rec.get("release")), str(rec.get("query_id")))] = rec
+    for item in records:
+        by_key[(str(item.get("release")), str(item.get("query_id")))] = item
+    bucket: dict[str, Any]
     modes: dict[Fault, dict[str, Any]] = {f: {"n": 0, "hits": 0, "missing": 0, "confusions": {}} for f in Fault}
     clean: dict[str, Any] = {"n": 0, "hits": 0, "missing": 0, "confusions": {}}
     for rel in releases:
@@ -212,7 +213,11 @@ def promote_distractors(ranked: Sequence[str], *, gold: Iterable[str], distracto
     """
     gold_set = set(gold)
     hard = set(distractor_docs)
-    doc = (lambda c: doc_of.get(c, c)) if doc_of is not None else (lambda c: c)
+    mapping: Mapping[str, str] = doc_of or {}
+
+    def doc(chunk_id: str) -> str:
+        return mapping.get(chunk_id, chunk_id)
+
     golds = [c for c in ranked if c in gold_set]
     promoted = [c for c in ranked if c not in gold_set and doc(c) in hard]
     rest = [c for c in ranked if c not in gold_set and doc(c) not in hard]
