@@ -164,3 +164,30 @@ def test_time_window_filters(chdb_store: Any) -> None:
     assert _audit(chdb_store, tenant + "-rel", since="-2h", stages="retrieval")["n"] == 1
     assert _audit(chdb_store, tenant + "-rel", since="-2d", stages="retrieval")["n"] == 2
     assert _audit(chdb_store, tenant + "-rel", until="-2d", stages="retrieval")["n"] == 1
+
+
+def test_audit_against_clickhouse_http_server(chdb_http_server: str, tmp_path: Path) -> None:
+    """The cron'd-audit topology: a ClickHouse server over HTTP (chDB behind ClickHouse's HTTP protocol,
+    in another process), reached by the unmodified clickhouse-connect HTTP client."""
+    import subprocess
+    import sys
+
+    from ragtrace_collector.store import open_store
+
+    traces = scenario("h")
+    traces["rank_inversion-qrels"] = Trace("h-qrels", "r1", ["freeze", "gold"], ["freeze"],
+                                           "Water freezes at 0 degrees Celsius.", query_id="QH")
+    with open_store(chdb_http_server) as store:
+        write_traces(store, "audit-http", list(traces.values()))
+    qrels = tmp_path / "q.txt"
+    qrels.write_text("QH 0 gold 1\n")
+    repo = Path(__file__).resolve().parents[2]
+    exe = str(Path(sys.executable).with_name("ragtrace"))
+    imp = subprocess.run([exe, "labels", "import", str(qrels), "--store", chdb_http_server, "--tenant", "audit-http"],
+                         capture_output=True, text=True, cwd=repo, timeout=120, check=False)
+    assert imp.returncode == 0 and "1 of those query ids match" in imp.stdout, imp.stderr
+    with open_store(chdb_http_server) as store:
+        report = _audit(store, "audit-http", per_trace=tmp_path / "l.jsonl")
+    records = {json.loads(x)["trace_id"]: json.loads(x) for x in (tmp_path / "l.jsonl").read_text().splitlines()}
+    assert {n: records[t.trace_id]["failure_mode"] for n, t in traces.items()} == {n: n.split("-")[0] for n in traces}
+    assert records["h-qrels"]["retrieval"]["gold_source"] == "qrels" and report["n"] == len(traces)
