@@ -191,3 +191,33 @@ def test_audit_against_clickhouse_http_server(chdb_http_server: str, tmp_path: P
     records = {json.loads(x)["trace_id"]: json.loads(x) for x in (tmp_path / "l.jsonl").read_text().splitlines()}
     assert {n: records[t.trace_id]["failure_mode"] for n, t in traces.items()} == {n: n.split("-")[0] for n in traces}
     assert records["h-qrels"]["retrieval"]["gold_source"] == "qrels" and report["n"] == len(traces)
+
+
+class _NeedsReference(KeywordRelevance):
+    """Like eRAG/NLI relevance: refuses to score without a reference answer."""
+
+    def __init__(self) -> None:
+        super().__init__("boils 100")
+        self.references: list[str | None] = []
+
+    def relevance(self, query: str, passages: Any, reference: str | None = None) -> list[float]:
+        self.references.append(reference)
+        if reference is None:
+            raise ValueError("needs a reference answer")
+        return super().relevance(query, passages, reference)
+
+
+def test_reference_based_relevance_gets_the_production_answer(chdb_store: Any) -> None:
+    tenant = "audit-reference"
+    tr = Trace("ref-1", "r1", ["freeze", "gold"], ["freeze", "gold"], GOOD)
+    write_traces(chdb_store, tenant, [tr])
+    rel = _NeedsReference()
+    report = _audit(chdb_store, tenant, relevance=rel, relevance_labeller="x")
+    assert rel.references == [None, GOOD]
+    assert report["gold_sources"] == {"labeller": 1} and report["failure_modes"]["ok"]["count"] == 1
+
+
+def test_empty_selection_is_an_empty_report(chdb_store: Any) -> None:
+    report = _audit(chdb_store, "audit-nobody")
+    assert report["n"] == 0 and report["failure_modes"]["ok"]["rate"] is None
+    assert report["failure_modes"]["ok"]["ci95"] is None and report["contingency"]["n"] == 0
