@@ -17,6 +17,8 @@ spool only counts, per segment, the records still pending.
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import io
 import logging
 import os
 import re
@@ -70,6 +72,7 @@ class Spool:
         self._synced = 0
         # segments <= this are replayed from disk and deleted only by `delete`
         self._horizon = 0
+        self._lock_fh: io.BufferedWriter | None = None
 
     # --- lifecycle -------------------------------------------------------------------------
     def open(self) -> int:
@@ -83,6 +86,16 @@ class Spool:
         except OSError as exc:
             raise SpoolError(f"the spool directory {self.dir} is not writable ({exc}); "
                              "set --spool-dir / RAGTRACE_SPOOL_DIR to a writable directory") from exc
+        # One collector per spool: two writers interleaving records (or replaying each other's
+        # segments) would corrupt or duplicate them. The lock dies with the process.
+        self._lock_fh = open(self.dir / ".lock", "ab")  # noqa: SIM115
+        try:
+            fcntl.flock(self._lock_fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock_fh.close()
+            self._lock_fh = None
+            raise SpoolError(f"the spool directory {self.dir} is in use by another collector process; "
+                             "give each collector replica its own --spool-dir / RAGTRACE_SPOOL_DIR") from None
         existing = self.segments()
         for seg in existing:
             self._sizes[seg] = (self.dir / _name(seg)).stat().st_size
@@ -107,6 +120,9 @@ class Spool:
             # An empty current segment leaves nothing to replay.
             if self._written == 0:
                 self._unlink(self._current)
+            if self._lock_fh is not None:
+                self._lock_fh.close()  # releases the flock
+                self._lock_fh = None
 
     def _open_segment(self, seg: int) -> None:
         self._current = seg

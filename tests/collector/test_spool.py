@@ -2,22 +2,34 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from ragtrace_collector.spool import Spool, SpoolError, SpoolFull
 
 
-def test_records_round_trip_and_survive_reopening(tmp_path: Path) -> None:
-    sp = Spool(tmp_path, max_bytes=1 << 20, fsync=True)
-    assert sp.open() == 0
-    seg = sp.append("tenant-ä", 123, b"\x00body\xff")
-    sp.append("t2", 456, b"")
-    # no close(): the process "dies" here; the bytes are already in the kernel
+def test_records_round_trip_and_survive_a_killed_writer(tmp_path: Path) -> None:
+    # The writer process appends, then dies without closing anything (os._exit skips every
+    # cleanup, like kill -9 after the append returned).
+    code = (
+        "import os, sys\n"
+        "from ragtrace_collector.spool import Spool\n"
+        f"sp = Spool({str(tmp_path)!r}, max_bytes=1 << 20, fsync=True)\n"
+        "sp.open()\n"
+        "seg = sp.append('tenant-ä', 123, b'\\x00body\\xff')\n"
+        "sp.append('t2', 456, b'')\n"
+        "print(seg, flush=True)\n"
+        "os._exit(0)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    seg = int(out.stdout)
     again = Spool(tmp_path, max_bytes=1 << 20)
     assert again.open() == seg
     got = [(r.tenant, r.received_ms, r.body) for r in again.read(seg)]
     assert got == [("tenant-ä", 123, b"\x00body\xff"), ("t2", 456, b"")]
+    again.close()
 
 
 def test_a_torn_tail_ends_the_replay_without_losing_earlier_records(tmp_path: Path) -> None:
@@ -72,3 +84,14 @@ def test_limits_and_errors(tmp_path: Path) -> None:
     blocker.write_text("")
     with pytest.raises(SpoolError, match="RAGTRACE_SPOOL_DIR"):
         Spool(blocker / "sub", max_bytes=10).open()
+
+
+def test_one_collector_per_spool_directory(tmp_path: Path) -> None:
+    first = Spool(tmp_path, max_bytes=1 << 20, fsync=False)
+    first.open()
+    with pytest.raises(SpoolError, match="own --spool-dir"):
+        Spool(tmp_path, max_bytes=1 << 20).open()
+    first.close()
+    second = Spool(tmp_path, max_bytes=1 << 20)
+    second.open()  # free again once the first is closed
+    second.close()
