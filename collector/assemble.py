@@ -143,14 +143,21 @@ def _parse_document_key(key: str) -> tuple[str, int, int] | None:
 
 
 _SLOT_CACHE: dict[str, tuple[tuple[str, int], int] | None] = {}
+_SLOT_KEYS: dict[tuple[str, int], tuple[str, int]] = {}
 
 
 def _slot_info(key: str) -> tuple[tuple[str, int], int] | None:
     """Like `parse_document_key`, as ((stage, rank), field) with the tuple built once per key."""
     parsed = parse_document_key(key)
-    result = None if parsed is None else ((parsed[0], parsed[1]), parsed[2])
+    result = None
+    if parsed is not None:
+        # one tuple object per (stage, rank), shared by the document's fields: the walk compares
+        # them by identity
+        pair = (parsed[0], parsed[1])
+        result = (_SLOT_KEYS.setdefault(pair, pair), parsed[2])
     if len(_SLOT_CACHE) >= _KEY_CACHE_MAX:
         _SLOT_CACHE.clear()
+        _SLOT_KEYS.clear()
     _SLOT_CACHE[key] = result
     return result
 
@@ -258,6 +265,8 @@ def assemble(request: ExportTraceServiceRequest, tenant: str, received_ms: int) 
 
                 other: dict[str, Any] = {}
                 docs: dict[tuple[str, int], list[Any]] = {}
+                last_key: tuple[str, int] | None = None
+                slot: list[Any] = []
                 # The hot loop (hundreds of attributes per span): cached key lookups, the value
                 # read by the accessor of the expected type, slower paths only when that is empty.
                 for kv in span.attributes:
@@ -269,9 +278,11 @@ def assemble(request: ExportTraceServiceRequest, tenant: str, received_ms: int) 
                         other[key] = any_value(kv.value)
                         continue
                     slot_key, code = info  # type: ignore[misc]
-                    slot = docs.get(slot_key)
-                    if slot is None:
-                        slot = docs[slot_key] = [None, None, None, None, None]
+                    if slot_key is not last_key:  # a document's fields usually arrive together
+                        slot = docs.get(slot_key)
+                        if slot is None:
+                            slot = docs[slot_key] = [None, None, None, None, None]
+                        last_key = slot_key
                     v = kv.value
                     if code == F_SCORE:
                         x = v.double_value
