@@ -32,7 +32,7 @@ import orjson
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from ragtrace_collector.assemble import COLUMNS, TIME_COLUMNS, Rows, assemble
 from ragtrace_collector.metrics import Metrics
-from ragtrace_collector.spool import Spool, SpoolFull
+from ragtrace_collector.spool import Spool, SpoolError, SpoolFull
 
 log = logging.getLogger("ragtrace.collector.writer")
 
@@ -118,6 +118,8 @@ class Writer:
             seg = self.spool.append(tenant, received_ms, body)
         except SpoolFull as exc:
             raise Backpressure(503, 30, str(exc)) from exc
+        except (SpoolError, OSError) as exc:  # closed while shutting down, disk error: not acknowledged
+            raise Backpressure(503, 5, f"cannot make the request durable: {exc}") from exc
         item = _Item(rows, seg, time.monotonic(), (tenant, received_ms, body))
         with self._cond:
             self._queue.append(item)
