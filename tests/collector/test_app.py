@@ -236,3 +236,14 @@ def test_audit_route_and_background_audit_run_per_tenant(chdb_store: Any, tmp_pa
             time.sleep(0.05)
     assert metrics.get("ragtrace_audit_runs_total", outcome="ok") >= 1
     assert metrics.get("ragtrace_audit_runs_total", outcome="error") == 0
+
+
+def test_a_full_spool_answers_503_and_acknowledges_nothing(chdb_store: Any, tmp_path: Path) -> None:
+    tenant = _tenant()
+    docs = T.corpus(25, size=100)
+    with running(chdb_store, str(tmp_path / "spool"), tokens={"k": tenant}, spool_max_bytes=2000) as (url, app):
+        r = _post(url, T.request(T.standard_trace(docs, 1).spans()), "k", json=True)
+        assert r.status_code == 503 and int(r.headers["retry-after"]) > 0
+        assert "RAGTRACE_SPOOL_MAX_BYTES" in r.json()["message"]
+        assert app.state.writer.flush(10)
+    assert _count(chdb_store, "spans", tenant) == 0
