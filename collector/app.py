@@ -27,7 +27,7 @@ from ragtrace_collector.assemble import assemble
 from ragtrace_collector.metrics import Metrics
 from ragtrace_collector.otlp import JSON, PROTOBUF, OtlpError, decode, encode_response, encode_status, media_type
 from ragtrace_collector.settings import DEFAULT_TENANT, CollectorSettings
-from ragtrace_collector.spool import Spool
+from ragtrace_collector.spool import Spool, SpoolError
 from ragtrace_collector.store import Store
 from ragtrace_collector.writer import Backpressure, Writer
 from starlette.concurrency import run_in_threadpool
@@ -71,7 +71,11 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        writer.start()
+        try:
+            writer.start()
+        except SpoolError as exc:
+            log.error("cannot start: %s", exc)
+            raise
         audit_thread = None
         if settings.audit_every > 0:
             audit_thread = threading.Thread(target=_audit_loop, args=(store, settings, metrics, stop_audit),
@@ -96,7 +100,6 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
 
     def get_store() -> Store:
         return store
-
 
     @app.exception_handler(AuthError)
     async def _auth_error(request: Request, exc: AuthError) -> Response:
