@@ -252,19 +252,30 @@ class Store:
         if trace_ids is not None:
             where.append("trace_id IN {trace_ids:Array(String)}")
             params["trace_ids"] = list(trace_ids)
-        sql = (
-            "SELECT trace_id, query_id, service, release, environment, route, start_time, query, answer "
-            f"FROM {self.table('queries')} FINAL WHERE {' AND '.join(where)} "
-            "ORDER BY start_time DESC, trace_id"
-        )
-        if limit is not None:
-            sql += " LIMIT {limit:UInt64}"
-            params["limit"] = int(limit)
-        roots = self.query_rows(sql, params)
-        # Assemble in chunks so memory stays bounded on large stores.
-        for i in range(0, len(roots), 500):
-            chunk = roots[i : i + 500]
-            yield from self._assemble(tenant, chunk, with_content)
+        # Pages of roots (keyset pagination on the sort order), each assembled before the next is
+        # read, so memory stays bounded however large the store is.
+        page = 500
+        left = limit
+        after: tuple[Any, str] | None = None
+        while left is None or left > 0:
+            cond = list(where)
+            if after is not None:
+                cond.append("(start_time < {after_t:DateTime64(3, 'UTC')} OR (start_time = "
+                            "{after_t:DateTime64(3, 'UTC')} AND trace_id > {after_id:String}))")
+                params["after_t"], params["after_id"] = after
+            n = page if left is None else min(page, left)
+            roots = self.query_rows(
+                "SELECT trace_id, query_id, service, release, environment, route, start_time, query, answer "
+                f"FROM {self.table('queries')} FINAL WHERE {' AND '.join(cond)} "
+                f"ORDER BY start_time DESC, trace_id LIMIT {int(n)}", params)
+            if not roots:
+                return
+            yield from self._assemble(tenant, roots, with_content)
+            if len(roots) < n:
+                return
+            after = (roots[-1][6], roots[-1][0])
+            if left is not None:
+                left -= len(roots)
 
     def _assemble(self, tenant: str, roots: list[tuple[Any, ...]], with_content: bool) -> Iterator[TraceRecord]:
         ids = [r[0] for r in roots]
