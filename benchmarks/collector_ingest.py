@@ -211,6 +211,7 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=2)
     ap.add_argument("--overload", type=float, default=0.0, help="seconds of overload after the run")
     ap.add_argument("--no-fsync", action="store_true", help="run the collector with --no-fsync")
+    ap.add_argument("--ingest-workers", type=int, default=0, help="run the collector with --ingest-workers N")
     a = ap.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="ragtrace-bench-"))
     try:
@@ -218,9 +219,11 @@ def main() -> None:
         mb = sum(map(len, bodies)) / 1e6
         print(f"{a.traces} traces in {len(bodies)} requests, {mb:.0f} MB of OTLP protobuf; "
               f"corpus {a.corpus or 'unique'}; {a.clients} client threads; {os.cpu_count()} cores; "
-              f"spool fsync {'off' if a.no_fsync else 'on'}; load average {os.getloadavg()[0]:.1f}")
+              f"spool fsync {'off' if a.no_fsync else 'on'}; ingest workers {a.ingest_workers}; "
+              f"load average {os.getloadavg()[0]:.1f}")
         col = measure_collector(bodies, a.traces, a.clients, workdir, a.overload,
-                                ["--no-fsync"] if a.no_fsync else [])
+                                (["--no-fsync"] if a.no_fsync else [])
+                                + ["--ingest-workers", str(a.ingest_workers)])
         lim = measure_limit(bodies, workdir)
         spans = 4 * a.traces
         limit_s = lim["parse_seconds"] + lim["insert_seconds"]

@@ -23,9 +23,9 @@ from typing import Annotated
 import orjson
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
-from ragtrace_collector.assemble import assemble
+from ragtrace_collector.ingest import IngestPool
 from ragtrace_collector.metrics import Metrics
-from ragtrace_collector.otlp import JSON, PROTOBUF, OtlpError, decode, encode_response, encode_status, media_type
+from ragtrace_collector.otlp import JSON, OtlpError, encode_response, encode_status, media_type
 from ragtrace_collector.settings import DEFAULT_TENANT, CollectorSettings
 from ragtrace_collector.spool import Spool, SpoolError
 from ragtrace_collector.store import Store
@@ -67,6 +67,7 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
     spool = Spool(settings.spool_path, max_bytes=settings.spool_max_bytes, fsync=settings.spool_fsync)
     writer = Writer(store, spool, metrics, batch_max_spans=settings.batch_max_spans,
                     batch_interval=settings.batch_interval, queue_max_bytes=settings.queue_max_bytes)
+    pool = IngestPool(settings.ingest_workers)
     stop_audit = threading.Event()
 
     @asynccontextmanager
@@ -76,6 +77,7 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
         except SpoolError as exc:
             log.error("cannot start: %s", exc)
             raise
+        pool.start()
         audit_thread = None
         if settings.audit_every > 0:
             audit_thread = threading.Thread(target=_audit_loop, args=(store, settings, metrics, stop_audit),
@@ -85,6 +87,7 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
             yield
         finally:
             stop_audit.set()
+            await run_in_threadpool(pool.stop)
             clean = await run_in_threadpool(writer.stop, settings.shutdown_timeout)
             if not clean:
                 log.warning("shutdown timeout: unwritten requests stay in the spool %s and are replayed "
@@ -131,7 +134,8 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
         body = b"".join(chunks)
         try:
             rejected, message = await run_in_threadpool(
-                _ingest, writer, settings, body, ctype, request.headers.get("content-encoding"), tenant, metrics)
+                _ingest, writer, pool, settings, body, ctype, request.headers.get("content-encoding"), tenant,
+                metrics)
         except OtlpError as exc:
             return _refuse(metrics, mt, exc.status, exc.reason)
         except Backpressure as exc:
@@ -213,17 +217,13 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
     return app
 
 
-def _ingest(writer: Writer, settings: CollectorSettings, body: bytes, ctype: str | None,
+def _ingest(writer: Writer, pool: IngestPool, settings: CollectorSettings, body: bytes, ctype: str | None,
             encoding: str | None, tenant: str, metrics: Metrics) -> tuple[int, str]:
     """Decode, assemble, spool, queue. Runs in a worker thread; returns (rejected spans, message)."""
-    msg, mt = decode(body, ctype, encoding, settings.max_body_bytes)
     received_ms = time.time_ns() // 1_000_000
-    rows = assemble(msg, tenant, received_ms)
+    rows, raw = pool.run(body, ctype, encoding, tenant, received_ms, settings.max_body_bytes)
     if rows.spans:
-        # what the spool keeps: the decoded protobuf, byte for byte when that is what arrived
-        plain_pb = mt == PROTOBUF and (encoding or "identity").strip().lower() in ("", "identity")
-        raw = body if plain_pb else msg.SerializeToString()
-        writer.submit(tenant, received_ms, raw, rows)
+        writer.submit(tenant, received_ms, body if raw is None else raw, rows)
     metrics.inc("ragtrace_spans_received_total", rows.spans)
     if rows.rejected:
         metrics.inc("ragtrace_spans_rejected_total", rows.rejected)

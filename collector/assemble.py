@@ -279,10 +279,10 @@ def assemble(request: ExportTraceServiceRequest, tenant: str, received_ms: int) 
                         continue
                     slot_key, code = info  # type: ignore[misc]
                     if slot_key is not last_key:  # a document's fields usually arrive together
-                        slot = docs.get(slot_key)
-                        if slot is None:
-                            slot = docs[slot_key] = [None, None, None, None, None]
-                        last_key = slot_key
+                        found = docs.get(slot_key)
+                        if found is None:
+                            found = docs[slot_key] = [None, None, None, None, None]
+                        slot, last_key = found, slot_key
                     v = kv.value
                     if code == F_SCORE:
                         x = v.double_value

@@ -73,6 +73,9 @@ def serve_main(argv: list[str]) -> int:
     p.add_argument("--audit-every", help="run an audit of each tenant every DURATION (e.g. 15m)")
     p.add_argument("--audit-sample", type=int, help="traces per background audit (default 200)")
     p.add_argument("--cluster", help="ClickHouse cluster name: apply the clustered schema ($RAGTRACE_CLUSTER)")
+    p.add_argument("--ingest-workers", type=int,
+                   help="helper processes that decode and assemble requests (default 0: in this process; "
+                        "$RAGTRACE_INGEST_WORKERS)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     a = p.parse_args(argv)
     try:
@@ -84,7 +87,7 @@ def serve_main(argv: list[str]) -> int:
             queue_max_bytes=a.queue_max_bytes,
             shutdown_timeout=parse_duration(a.shutdown_timeout) if a.shutdown_timeout else None,
             audit_every=parse_duration(a.audit_every) if a.audit_every else None, audit_sample=a.audit_sample,
-            cluster=a.cluster)
+            cluster=a.cluster, ingest_workers=a.ingest_workers)
     except ValueError as exc:
         p.error(str(exc))
     logging.basicConfig(level=a.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")

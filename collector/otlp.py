@@ -33,6 +33,10 @@ class OtlpError(Exception):
         self.status = status
         self.reason = reason
 
+    def __reduce__(self) -> tuple[type[OtlpError], tuple[int, str]]:
+        # raised in ingest worker processes and re-raised in the server: must pickle whole
+        return (OtlpError, (self.status, self.reason))
+
 
 def media_type(content_type: str | None) -> str:
     """The bare media type of a Content-Type header, or raise 415."""

@@ -102,6 +102,9 @@ class CollectorSettings:
     #: run `run_audit` every this many seconds in the background (0 = never)
     audit_every: float = 0.0
     audit_sample: int = 200
+    #: helper processes that decode and assemble requests (0 = in the serving process); the walk
+    #: over span attributes is the largest CPU cost and holds the GIL ($RAGTRACE_INGEST_WORKERS)
+    ingest_workers: int = 0
     #: ClickHouse cluster name: migrations use the clustered schema (ON CLUSTER, Replicated +
     #: Distributed) when set ($RAGTRACE_CLUSTER)
     cluster: str = ""
@@ -115,6 +118,8 @@ class CollectorSettings:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
         if not 0 < self.port < 65536 and self.port != 0:
             raise ValueError(f"port must be in 1..65535 (or 0 for any free port), got {self.port}")
+        if self.ingest_workers < 0:
+            raise ValueError(f"ingest_workers must be >= 0, got {self.ingest_workers}")
         if self.batch_interval <= 0 or self.shutdown_timeout <= 0 or self.audit_every < 0:
             raise ValueError("batch_interval and shutdown_timeout must be > 0 and audit_every >= 0 (seconds)")
 
@@ -149,6 +154,7 @@ class CollectorSettings:
             "audit_sample": (ENV_AUDIT_SAMPLE, int),
             "review_secret": ("RAGTRACE_REVIEW_SECRET", str),
             "cluster": ("RAGTRACE_CLUSTER", str),
+            "ingest_workers": ("RAGTRACE_INGEST_WORKERS", int),
         }
         for name, (var, parse) in readers.items():
             raw = env.get(var)

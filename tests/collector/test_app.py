@@ -247,3 +247,26 @@ def test_a_full_spool_answers_503_and_acknowledges_nothing(chdb_store: Any, tmp_
         assert "RAGTRACE_SPOOL_MAX_BYTES" in r.json()["message"]
         assert app.state.writer.flush(10)
     assert _count(chdb_store, "spans", tenant) == 0
+
+
+def test_ingest_worker_processes_give_the_same_answers_and_rows(chdb_store: Any, tmp_path: Path) -> None:
+    tenant = _tenant()
+    docs = T.corpus(25, size=100)
+    trs = [T.standard_trace(docs, i, gold=[docs[i].id]) for i in range(3)]
+    with running(chdb_store, str(tmp_path / "spool"), tokens={"k": tenant}, ingest_workers=1) as (url, app):
+        assert _post(url, T.request(trs[0].spans()), "k").status_code == 200
+        assert _post(url, T.request(trs[1].spans()), "k", json=True, gz=True).status_code == 200
+        bad = httpx.post(f"{url}/v1/traces", content=b"\x0a\x05\x12\x03", headers={**PB, "authorization": "Bearer k"})
+        assert bad.status_code == 400 and b"malformed" in bad.content  # the worker's refusal crosses over
+        req = T.request(trs[2].spans())
+        req.resource_spans[0].scope_spans[0].spans.add().trace_id = b"short"
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+        ok = _post(url, req, "k")
+        assert ExportTraceServiceResponse.FromString(ok.content).partial_success.rejected_spans == 1
+        assert app.state.writer.flush(30)
+    got = {r.trace_id: r for r in chdb_store.read_traces(tenant=tenant, with_content=True)}
+    assert set(got) == {t.trace_id for t in trs}
+    for t in trs:
+        assert [d.id for d in got[t.trace_id].context] == [d.id for d in t.reranked[:5]]
+        assert got[t.trace_id].gold_ids == tuple(t.gold)

@@ -106,13 +106,27 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: flo
     pytest.fail(f"ragtrace serve did not become ready:\n{log.read_text()[-3000:]}")
 
 
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
 def test_kill_9_during_ingestion_loses_nothing_acknowledged(tmp_path: Path) -> None:
     store_dir, spool, log = tmp_path / "store", tmp_path / "spool", tmp_path / "serve.log"
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     # A long batch interval keeps acknowledged requests in the spool only, so the kill lands while
     # they are in memory and on disk but not yet in the store.
-    proc = _serve(store_dir, spool, port, log, "--batch-interval", "60s", "--batch-max-spans", "1000000")
+    proc = _serve(store_dir, spool, port, log, "--batch-interval", "60s", "--batch-max-spans", "1000000",
+                  "--ingest-workers", "1")
     _wait_ready(url, proc, log)
     docs = T.corpus(50, size=300)
     acked: list[str] = []
@@ -136,12 +150,18 @@ def test_kill_9_during_ingestion_loses_nothing_acknowledged(tmp_path: Path) -> N
     deadline = time.monotonic() + 30
     while len(acked) < 25 and time.monotonic() < deadline:
         time.sleep(0.01)
+    helpers = _children(proc.pid)
+    assert helpers, "the ingest worker process should be running"
     proc.send_signal(signal.SIGKILL)  # mid-stream, the sender still running
     proc.wait(10)
     stop.set()
     sender.join(30)
     assert len(acked) >= 25
     assert list(spool.glob("*.wal")), "acknowledged requests must be in the spool"
+    deadline = time.monotonic() + 20
+    while any(os.path.exists(f"/proc/{pid}") for pid in helpers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in helpers if os.path.exists(f"/proc/{pid}")], "helper processes outlived serve"
 
     proc = _serve(store_dir, spool, port, log)
     try:

@@ -32,7 +32,8 @@ def test_sdk_exporter_to_serve_to_clickhouse_http_to_traces_cli(chdb_http_server
     url = f"http://127.0.0.1:{port}"
     log = tmp_path / "serve.log"
     proc = subprocess.Popen([RAGTRACE, "serve", "--store", chdb_http_server, "--port", str(port),
-                             "--spool-dir", str(tmp_path / "spool"), "--batch-interval", "100ms"],
+                             "--spool-dir", str(tmp_path / "spool"), "--batch-interval", "100ms",
+                             "--ingest-workers", "1"],
                             stdout=log.open("wb"), stderr=subprocess.STDOUT)
     release = f"rel-{uuid.uuid4().hex[:8]}"
     try:
