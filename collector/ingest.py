@@ -18,6 +18,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
+import lz4.frame
 from ragtrace_collector.assemble import Rows, assemble
 from ragtrace_collector.otlp import PROTOBUF, decode
 from ragtrace_collector.writer import Backpressure
@@ -26,14 +27,17 @@ log = logging.getLogger("ragtrace.collector.ingest")
 
 
 def decode_and_assemble(body: bytes, ctype: str | None, encoding: str | None, tenant: str, received_ms: int,
-                        max_bytes: int) -> tuple[Rows, bytes | None]:
-    """Rows of one request, and what the spool must keep when it is not the body itself (a JSON or
-    gzip request is spooled as the decoded protobuf). Raises `OtlpError` for refused bodies."""
+                        max_bytes: int) -> tuple[Rows, bytes]:
+    """Rows of one request, and what the spool keeps: the request as protobuf (a JSON or gzip body
+    is re-encoded), LZ4-compressed (b"" when no span was accepted). Raises `OtlpError` for
+    refused bodies."""
     msg, mt = decode(body, ctype, encoding, max_bytes)
     rows = assemble(msg, tenant, received_ms)
+    if not rows.spans:
+        return rows, b""
     plain_pb = mt == PROTOBUF and (encoding or "identity").strip().lower() in ("", "identity")
-    raw = None if plain_pb or not rows.spans else msg.SerializeToString()
-    return rows, raw
+    raw = body if plain_pb else msg.SerializeToString()
+    return rows, lz4.frame.compress(raw)
 
 
 def _worker_init() -> None:
@@ -71,7 +75,7 @@ class IngestPool:
                                    initializer=_worker_init)
 
     def run(self, body: bytes, ctype: str | None, encoding: str | None, tenant: str, received_ms: int,
-            max_bytes: int) -> tuple[Rows, bytes | None]:
+            max_bytes: int) -> tuple[Rows, bytes]:
         pool = self._pool
         if pool is None:
             return decode_and_assemble(body, ctype, encoding, tenant, received_ms, max_bytes)

@@ -5,8 +5,10 @@ survives the collector being killed (the bytes are in the kernel once ``write`` 
 ``fsync`` on they are on disk before the answer, group-committed across concurrent requests).
 
 Layout: ``<dir>/<NNNNNNNNNNNN>.wal`` segment files, appended in order; the highest one is open
-for appends. Each record is ``RTW1 | u32 length | u32 crc32 | payload`` with payload
-``u16 tenant length | u64 received ms | tenant | protobuf ExportTraceServiceRequest``. A record
+for appends. Each record is ``RTW2 | u32 length | u32 crc32 | payload`` with payload
+``u16 tenant length | u64 received ms | u8 flags | tenant | body``, the body being the protobuf
+ExportTraceServiceRequest, as an LZ4 frame when flag 1 is set (OTLP bodies repeat passage text, so
+they shrink several times, which is what keeps the spool from being disk-bound). A record
 torn by a crash fails its length or checksum and ends the segment's replay: it was never
 acknowledged (the answer is sent only after the append returns).
 
@@ -29,11 +31,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import lz4.frame
+
 log = logging.getLogger("ragtrace.collector.spool")
 
-MAGIC = b"RTW1"
+MAGIC = b"RTW2"
 _HEADER = struct.Struct("<4sII")
-_PAYLOAD_HEAD = struct.Struct("<HQ")
+_PAYLOAD_HEAD = struct.Struct("<HQB")
+FLAG_LZ4 = 1
 _SEGMENT = re.compile(r"^(\d{12})\.wal$")
 SEGMENT_BYTES = 32 * 1024 * 1024
 
@@ -133,10 +138,11 @@ class Spool:
         self._pending.setdefault(seg, 0)
 
     # --- appends ---------------------------------------------------------------------------
-    def append(self, tenant: str, received_ms: int, body: bytes) -> int:
-        """Write one request; returns its segment number once it is durable (see module doc)."""
+    def append(self, tenant: str, received_ms: int, body: bytes, *, lz4: bool = False) -> int:
+        """Write one request (``lz4``: ``body`` is already an LZ4 frame); returns its segment number
+        once it is durable (see module doc)."""
         t = tenant.encode("utf-8")
-        head = _PAYLOAD_HEAD.pack(len(t), received_ms) + t
+        head = _PAYLOAD_HEAD.pack(len(t), received_ms, FLAG_LZ4 if lz4 else 0) + t
         size = len(head) + len(body)
         # the body (megabytes) is checksummed and written in place, never copied
         header = _HEADER.pack(MAGIC, size, zlib.crc32(body, zlib.crc32(head)))
@@ -253,10 +259,11 @@ class Spool:
                 log.warning("spool segment %s: torn or corrupt record at byte %d; the rest is skipped "
                             "(it was never acknowledged)", path, pos)
                 return
-            tlen, received = _PAYLOAD_HEAD.unpack_from(payload, 0)
+            tlen, received, flags = _PAYLOAD_HEAD.unpack_from(payload, 0)
             head = _PAYLOAD_HEAD.size
             tenant = payload[head : head + tlen].decode("utf-8")
-            yield SpoolRecord(tenant, received, payload[head + tlen :])
+            body = payload[head + tlen :]
+            yield SpoolRecord(tenant, received, lz4.frame.decompress(body) if flags & FLAG_LZ4 else body)
             pos = start + length
 
 

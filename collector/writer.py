@@ -28,6 +28,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any
 
+import lz4.frame
 import orjson
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from ragtrace_collector.assemble import COLUMNS, TIME_COLUMNS, Rows, assemble
@@ -40,6 +41,7 @@ log = logging.getLogger("ragtrace.collector.writer")
 #: visible to `read_traces`) last.
 TABLE_ORDER = ("passages", "documents", "spans", "gold", "feedback", "queries")
 _PASSAGE_CACHE = 200_000
+_LZ4_MAGIC = b"\x04\x22\x4d\x18"  # LZ4 frame magic; an OTLP request never starts with it
 
 
 class Backpressure(Exception):
@@ -112,10 +114,11 @@ class Writer:
                                            f"limit {self.queue_max_bytes}, RAGTRACE_QUEUE_MAX_BYTES)")
 
     def submit(self, tenant: str, received_ms: int, body: bytes, rows: Rows) -> None:
-        """Make the request durable (spool) and queue its rows. Returns when it may be acknowledged."""
+        """Make the request durable (spool) and queue its rows. Returns when it may be acknowledged.
+        ``body`` is the request's protobuf as an LZ4 frame (see `ingest.decode_and_assemble`)."""
         self.admit(rows.nbytes)
         try:
-            seg = self.spool.append(tenant, received_ms, body)
+            seg = self.spool.append(tenant, received_ms, body, lz4=True)
         except SpoolFull as exc:
             raise Backpressure(503, 30, str(exc)) from exc
         except (SpoolError, OSError) as exc:  # closed while shutting down, disk error: not acknowledged
@@ -254,6 +257,8 @@ class Writer:
         if record is None:
             return
         tenant, received_ms, body = record
+        if body.startswith(_LZ4_MAGIC):  # queued records are compressed; replayed ones are not
+            body = lz4.frame.decompress(body)
         folder = self.spool.dir / "deadletter"
         folder.mkdir(exist_ok=True)
         name = folder / f"{received_ms}-{abs(hash(body)) & 0xFFFFFFFF:08x}"

@@ -95,3 +95,16 @@ def test_one_collector_per_spool_directory(tmp_path: Path) -> None:
     second = Spool(tmp_path, max_bytes=1 << 20)
     second.open()  # free again once the first is closed
     second.close()
+
+
+def test_lz4_bodies_are_stored_compressed_and_read_back_plain(tmp_path: Path) -> None:
+    import lz4.frame
+
+    body = b"passage text " * 10_000
+    sp = Spool(tmp_path, max_bytes=1 << 20, fsync=False)
+    sp.open()
+    seg = sp.append("t", 7, lz4.frame.compress(body), lz4=True)
+    sp.append("t", 8, b"plain")
+    sp.close()
+    assert (tmp_path / f"{seg:012d}.wal").stat().st_size < len(body) // 10
+    assert [r.body for r in Spool(tmp_path, max_bytes=1 << 20).read(seg)] == [body, b"plain"]
