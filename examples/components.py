@@ -85,14 +85,19 @@ def split_sentences(text: str) -> list[str]:
 
 
 class Bm25Retriever:
-    """Okapi BM25 over chunks with `bm25s` (English stop words removed, no stemming)."""
+    """Okapi BM25 over chunks with `bm25s` (English stop words removed, no stemming).
 
-    def __init__(self, chunks: Sequence[Chunk]) -> None:
+    ``with_title`` indexes each chunk's title with its text (Wikipedia-style paragraphs are often
+    about their title without naming it).
+    """
+
+    def __init__(self, chunks: Sequence[Chunk], *, with_title: bool = False) -> None:
         import bm25s
 
         self._bm25s = bm25s
         self.chunks = list(chunks)
-        tokens = bm25s.tokenize([c.text for c in self.chunks], stopwords="en", show_progress=False)
+        texts = [f"{c.title} {c.text}" if with_title else c.text for c in self.chunks]
+        tokens = bm25s.tokenize(texts, stopwords="en", show_progress=False)
         self.index = bm25s.BM25()
         self.index.index(tokens, show_progress=False)
 
