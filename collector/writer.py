@@ -320,8 +320,10 @@ class Writer:
 
     def _spill(self) -> None:
         """Everything in memory is also in the spool: drop it and widen the replay horizon."""
-        if self.spool.written_in_current():
-            horizon = self.spool.rotate()
+        # Every segment before the open one goes to replay; the open one too once it holds records
+        # (it is closed first). Items of later segments stay queued.
+        horizon = self.spool.rotate() if self.spool.written_in_current() else self.spool.current - 1
+        if horizon > 0:
             self.spool.forget(horizon)
             self._replay_upto = max(self._replay_upto, horizon)
         with self._cond:
