@@ -39,7 +39,7 @@ _LEADING_CONJ = re.compile(r"^(?:and|but|while|whereas|although)\s+", re.IGNOREC
 # in a short answer, or as the whole first sentence of a longer one.
 _ABSTENTION = re.compile(
     r"\b(?:"
-    r"i\s+(?:can ?not|can't|cannot|am unable to|'m unable to|am not able to|'m not able to|do not|don't)"
+    r"i\s*(?:can ?not|can't|cannot|am unable to|'m unable to|am not able to|'m not able to|do not|don't)"
     r"\s+(?:answer|say|tell|determine|find|know|provide|help with|be sure|confirm|verify)"
     r"|i\s+(?:do not|don't)\s+have\s+(?:enough\s+)?(?:information|data|details|context|knowledge)"
     r"|i\s+have\s+no\s+(?:idea|information)"
@@ -50,7 +50,7 @@ _ABSTENTION = re.compile(
     r"|(?:is|are)\s+not\s+(?:mentioned|specified|stated|provided)\s+in\s+the\s+"
     r"(?:context|passages?|documents?|sources?|text)"
     r"|unable\s+to\s+(?:answer|determine|find)"
-    r"|i\s+(?:am not|'m not)\s+sure"
+    r"|i(?:\s+am|\s*['’]m)\s+not\s+(?:sure|certain)"
     r")",
     re.IGNORECASE,
 )
@@ -70,6 +70,15 @@ _FILLER = _wordlist(
     same wish fine bad sad let let's go going gonna want wanna see sounds sound seem seems get got
     make made say said tell told
     """
+)
+# "I don't know, but X": a hedge followed by a claim is not a refusal; the claim is judged.
+_HEDGE_TURN = re.compile(r"\b(?:but|however|though|although|yet|i\s+(?:do\s+)?know\s+that)\b\s*,?\s*",
+                         re.IGNORECASE)
+# "Did you know (that) X?" presupposes X: the question asserts it.
+_PRESUPPOSING_QUESTION = re.compile(
+    r"(?:^|\b)(?:do|did)\s+you\s+know\s+(?:that\s+)?(?!(?:what|how|who|where|when|why|which|if|whether|about|"
+    r"anything|much|any)\b)(.+?)\s*\?$",
+    re.IGNORECASE,
 )
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’\-]*")
 
@@ -131,17 +140,32 @@ def content_words(text: str) -> list[str]:
     return [w for w in (t.lower().strip("'’-") for t in _WORD.findall(text)) if w and w not in _FILLER]
 
 
+def _abstention_match(text: str) -> re.Match[str] | None:
+    sentences = split_sentences(text)
+    if not sentences:
+        return None
+    head = sentences[0] if len(sentences) > 1 else text
+    return _ABSTENTION.search(head)
+
+
+def _hedged_claim_text(text: str, match: re.Match[str]) -> str | None:
+    """The claim after a hedge ("I'm not sure, but X" → "X"), if it asserts at least 3 content words."""
+    turn = _HEDGE_TURN.search(text, match.end())
+    if turn is None:
+        return None
+    rest = text[turn.end():].strip()
+    return rest if len(content_words(rest)) >= 3 else None
+
+
 def is_abstention(text: str) -> bool:
     """True when the answer declines to answer or says the evidence is missing.
 
     Only the first sentence (or a short answer as a whole) is checked, so an answer that explains
-    what the passages do not say *after* answering is not mistaken for a refusal.
+    what the passages do not say *after* answering is not mistaken for a refusal; and a hedge
+    followed by a claim ("I'm not sure, but it opened in 1932") is an answer, not a refusal.
     """
-    sentences = split_sentences(text)
-    if not sentences:
-        return False
-    head = sentences[0] if len(sentences) > 1 else text
-    return bool(_ABSTENTION.search(head))
+    match = _abstention_match(text)
+    return match is not None and _hedged_claim_text(text, match) is None
 
 
 def is_claimless(sentence: str) -> bool:
@@ -156,15 +180,23 @@ def extract_claims(answer: str, split_conjunctions: bool = True) -> ExtractedCla
     """Split ``answer`` into atomic claims, or say why it has none.
 
     Returns kind ``"empty"`` for blank text, ``"abstention"`` for a refusal, ``"generic"`` when no
-    sentence asserts anything checkable (greetings, agreement, questions), else ``"claims"`` with
-    the claim-bearing sentences (or clauses) in order.
+    sentence asserts anything checkable (greetings, agreement, open questions), else ``"claims"``
+    with the claim-bearing sentences (or clauses) in order. A hedge before a claim is dropped and
+    the claim kept; a question that presupposes a fact ("Did you know that X?") claims X.
     """
     if not answer or not answer.strip():
         return ExtractedClaims("empty", ())
-    if is_abstention(answer):
-        return ExtractedClaims("abstention", ())
+    match = _abstention_match(answer)
+    if match is not None:
+        hedged = _hedged_claim_text(answer, match)
+        if hedged is None:
+            return ExtractedClaims("abstention", ())
+        answer = hedged
     claims: list[str] = []
     for sentence in split_sentences(answer):
+        presupposed = _PRESUPPOSING_QUESTION.search(sentence) if sentence.rstrip().endswith("?") else None
+        if presupposed is not None and len(content_words(presupposed.group(1))) >= 3:
+            sentence = presupposed.group(1).strip() + "."
         if is_claimless(sentence):
             continue
         pieces = split_clauses(sentence) if split_conjunctions else [sentence]

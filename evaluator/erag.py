@@ -130,7 +130,7 @@ class CausalLMReader:
             with self._torch.inference_mode():
                 out = self._lm.generate(**enc, max_new_tokens=self.max_new_tokens, do_sample=False,
                                         pad_token_id=self._tok.pad_token_id)
-            text = self._tok.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True).strip()
+            text = str(self._tok.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)).strip()
             self._cache[key] = text
             return text
 

@@ -56,8 +56,9 @@ from .grounding_lexical import (
     missing_numbers,
     negation_mismatch,
     number_conflict,
+    stem,
 )
-from .labeller import ClaimVerdict, GroundingResult, Passage, aggregate_claims, no_claim_result
+from .labeller import ClaimVerdict, ClaimVerdictName, GroundingResult, Passage, aggregate_claims, no_claim_result
 
 FORMULA_VERSION = "offline-3"
 TOP_K = 3
@@ -92,6 +93,7 @@ class ClaimFeatures:
     cosine: float
     missing_numbers: float
     missing_entities: float
+    #: how much of the claim, apart from its numbers and names, the aligned sentence covers
     aligned_coverage: float
     conflict: str | None
     passage_index: int | None
@@ -104,6 +106,17 @@ class ClaimFeatures:
 def _passage_sentences(text: str) -> tuple[str, ...]:
     sentences = split_sentences(text)
     return tuple(sentences) if sentences else ((text,) if text.strip() else ())
+
+
+def _rest_coverage(claim: TextFeatures, aligned: TextFeatures) -> float:
+    """Coverage by ``aligned`` of the claim's content stems other than its numbers and names: a
+    conflict on a number, name or negation is a contradiction only when the sentence otherwise says
+    the same thing (everything but the conflicting detail)."""
+    names = {stem(e) for e in claim.entities} | claim.entities
+    rest = {s for s in claim.stems if s not in names and not s[:1].isdigit()}
+    if not rest:
+        return coverage(claim, aligned)
+    return len(rest & aligned.stem_set) / len(rest)
 
 
 def _sigmoid(z: float) -> float:
@@ -154,7 +167,7 @@ class OfflineGroundingLabeller:
         passage_feats = merge([local] + [f for f, o in zip(sent_feats, owners, strict=True)
                                          if o == owners[best]])
         aligned = sent_feats[best]
-        aligned_cov = coverage(cf, aligned)
+        aligned_cov = _rest_coverage(cf, aligned)
         conflict = self._conflict(cf, aligned, local)
         return ClaimFeatures(
             coverage=coverage(cf, local),
@@ -185,6 +198,7 @@ class OfflineGroundingLabeller:
              - w.missing_numbers * f.missing_numbers - w.missing_entities * f.missing_entities)
         support = _sigmoid(z)
         contradiction = f.aligned_coverage if f.conflict is not None else 0.0
+        name: ClaimVerdictName
         if contradiction >= self.thresholds.contradiction:
             name = "contradicted"
         elif support >= self.thresholds.support:

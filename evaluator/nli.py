@@ -200,7 +200,7 @@ class NLIGroundingLabeller:
 
     def judge_many(self, items: Sequence[tuple[str, Sequence[Passage]]]) -> list[GroundingResult]:
         # Warm the cache with every pair in one batched pass, then label item by item from it.
-        pairs = []
+        pairs: list[tuple[str, str]] = []
         for answer, passages in items:
             extracted = extract_claims(answer)
             pairs.extend((p.text, c) for c in extracted.claims for p in passages if p.text.strip())

@@ -56,3 +56,16 @@ def test_generic_replies_make_no_claim(answer: str) -> None:
 
 def test_empty() -> None:
     assert extract_claims("  ").kind == "empty"
+
+
+def test_a_hedge_before_a_claim_is_an_answer_not_a_refusal() -> None:
+    result = extract_claims("I'm not sure, but the bridge may have opened in 1932 after a long delay.")
+    assert result.kind == "claims"
+    assert result.claims == ("the bridge may have opened in 1932 after a long delay.",)
+    assert extract_claims("Hmm, I don't know anything about her. Is she a good actress?").kind == "abstention"
+
+
+def test_a_question_that_presupposes_a_fact_claims_it() -> None:
+    assert extract_claims("Wow! Did you know that Google Chrome is a freeware web browser?").claims == (
+        "Google Chrome is a freeware web browser.",)
+    assert extract_claims("Do you know what the tallest tower is?").kind == "generic"
