@@ -382,11 +382,22 @@ def demo_main(argv: list[str]) -> int:
     cfg = DemoConfig(out=out, store=a.store, docs=a.docs, seed=a.seed, generator=a.generator, port=a.port,
                      keep_serving=a.keep_serving, quiet=a.quiet)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    def _interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    # Explicit handlers, so the collector child is always stopped: a demo started in the background
+    # inherits SIGINT ignored, and SIGTERM would otherwise end this process without cleanup.
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         res = run_demo(cfg)
     except DemoError as exc:
         print(f"ragtrace demo: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("ragtrace demo: interrupted", file=sys.stderr)
+        return 130
     print_summary(res, cfg)
     if cfg.keep_serving:
         port = int(res.collector_url.rsplit(":", 1)[1])
@@ -397,6 +408,7 @@ def demo_main(argv: list[str]) -> int:
             print(f"ragtrace demo: {exc}", file=sys.stderr)
             return 1
         print(f"\nServing {res.collector_url} (review UI at {res.review_url}); Ctrl-C to stop.", flush=True)
+
         try:
             collector.wait()
         except KeyboardInterrupt:
