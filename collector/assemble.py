@@ -287,6 +287,10 @@ def assemble(request: ExportTraceServiceRequest, tenant: str, received_ms: int) 
                     if code == F_SCORE:
                         x = v.double_value
                         slot[F_SCORE] = x if (x and x - x == 0.0) else _as_float(v)
+                    elif code == F_CONTENT:
+                        # Kept unread: the same passage usually appears at several stages of a
+                        # trace, and its text is needed once per content hash.
+                        slot[F_CONTENT] = v
                     else:
                         text = v.string_value
                         slot[code] = text if text else _as_text(v)
@@ -384,8 +388,13 @@ def _documents(doc_rows: list[tuple[Any, ...]], passage_rows: list[tuple[Any, ..
     # no longer hashes to the hash of the full text that the SDK sent along.
     truncating = _s(other.get(sc.CONTENT_MODE)).startswith("truncate")
     add_doc = doc_rows.append
-    for (stage, rank), (doc_id, score, content, meta, chash) in docs.items():
+    for (stage, rank), (doc_id, score, content_value, meta, chash) in docs.items():
         truncated = False
+        content = None
+        # The text is read when it is needed: to hash it, or for a passage not yet seen in this
+        # request (under truncation a longer copy may follow, so it is always read).
+        if content_value is not None and (truncating or not chash or chash not in seen):
+            content = _as_text(content_value)
         if content and (truncating or not chash):
             digest = hashlib.sha256(content.encode("utf-8")).hexdigest()
             truncated = bool(chash) and chash != digest
