@@ -341,8 +341,10 @@ class SmolLM2Generator:
         messages = [{"role": "system", "content": "You answer questions from the given passages."},
                     {"role": "user", "content": prompt}]
         with self._lock, self._torch.inference_mode():
-            ids: Any = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
-            out = self.model.generate(ids, max_new_tokens=self.max_new_tokens, do_sample=False,
+            enc: Any = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True,
+                                                          return_tensors="pt", return_dict=True)
+            out = self.model.generate(**enc, max_new_tokens=self.max_new_tokens, do_sample=False,
                                       pad_token_id=self.tokenizer.eos_token_id)
-        text = str(self.tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True))
+        n_prompt = enc["input_ids"].shape[1]
+        text = str(self.tokenizer.decode(out[0, n_prompt:], skip_special_tokens=True))
         return text.strip() or ABSTENTION
