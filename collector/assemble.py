@@ -315,7 +315,9 @@ def assemble(request: ExportTraceServiceRequest, tenant: str, received_ms: int) 
 
                 annotated = other.get(sc.ANNOTATES_TRACE_ID)
                 query_id = _s(other.get(sc.QUERY_ID))
-                if annotated is not None:
+                # An annotation names the trace it is about, or only a query id (gold/feedback
+                # attached by `ragtrace.query.id`); either way it is never a query of its own.
+                if annotated is not None or sc.ANNOTATION_KIND in other:
                     _annotation(rows, tenant, span_id, other, _s(annotated).lower(), query_id, received_ms)
                     continue
 
@@ -429,7 +431,10 @@ def _gold(g: dict[str, list[Any]], tenant: str, query_id: str, trace_id: str, do
 
 def _annotation(rows: Rows, tenant: str, span_id: str, other: dict[str, Any], annotated: str,
                 query_id: str, received_ms: int) -> None:
-    if len(annotated) != 32 or any(ch not in "0123456789abcdef" for ch in annotated):
+    if not annotated and not query_id:
+        rows.note(f"an annotation needs {sc.ANNOTATES_TRACE_ID} or {sc.QUERY_ID}; kept only as a raw span")
+        return
+    if annotated and (len(annotated) != 32 or any(ch not in "0123456789abcdef" for ch in annotated)):
         rows.note(f"{sc.ANNOTATES_TRACE_ID} must be 32 hex characters; annotation kept only as a raw span")
         return
     kind = _s(other.get(sc.ANNOTATION_KIND)).lower()

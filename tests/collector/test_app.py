@@ -270,3 +270,18 @@ def test_ingest_worker_processes_give_the_same_answers_and_rows(chdb_store: Any,
     for t in trs:
         assert [d.id for d in got[t.trace_id].context] == [d.id for d in t.reranked[:5]]
         assert got[t.trace_id].gold_ids == tuple(t.gold)
+
+
+def test_gold_attached_by_query_id_reaches_every_trace_of_that_query(chdb_store: Any, tmp_path: Path) -> None:
+    tenant = _tenant()
+    docs = T.corpus(25, size=100)
+    tr = T.standard_trace(docs, 9)
+    query_id = tr.query_id
+    gold = T.SpanSpec(os.urandom(16).hex(), os.urandom(8).hex(), "gold",
+                      {sc.ANNOTATION_KIND: "gold", sc.QUERY_ID: query_id, sc.GOLD_DOCUMENT_IDS: [docs[5].id]})
+    with running(chdb_store, str(tmp_path / "spool"), tokens={"k": tenant}) as (url, app):
+        assert _post(url, T.request([*tr.spans(), gold]), "k").status_code == 200
+        assert app.state.writer.flush(30)
+    (rec,) = chdb_store.read_traces(tenant=tenant)
+    assert rec.query_id == query_id
+    assert rec.gold_ids == (docs[5].id,)

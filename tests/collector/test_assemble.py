@@ -158,3 +158,19 @@ def test_truncated_content_is_marked() -> None:
     assert passages["short"]["truncated"] is False
     # a hash-only document has a row in documents but no passage text
     assert len(passages) == 2 and len(_table(rows, "documents")) == 3
+
+
+def test_annotations_keyed_by_query_id_alone_are_not_queries() -> None:
+    # `ragtrace.attach_gold(query_id=...)` names no trace: the gold applies to every trace of that query.
+    gold = T.SpanSpec(os.urandom(16).hex(), os.urandom(8).hex(), "gold",
+                      {sc.ANNOTATION_KIND: "gold", sc.QUERY_ID: "q7", sc.GOLD_DOCUMENT_IDS: ["d1"]})
+    fb = T.SpanSpec(os.urandom(16).hex(), os.urandom(8).hex(), "feedback",
+                    {sc.ANNOTATION_KIND: "feedback", sc.QUERY_ID: "q7", sc.FEEDBACK_SCORE: 1.0})
+    orphan = T.SpanSpec(os.urandom(16).hex(), os.urandom(8).hex(), "orphan",
+                        {sc.ANNOTATION_KIND: "gold", sc.GOLD_DOCUMENT_IDS: ["d9"]})
+    rows = _rows([gold, fb, orphan])
+    assert not _table(rows, "queries")
+    assert [(g["trace_id"], g["query_id"], g["doc_id"]) for g in _table(rows, "gold")] == [("", "q7", "d1")]
+    (f,) = _table(rows, "feedback")
+    assert (f["trace_id"], f["query_id"], f["score"]) == ("", "q7", 1.0)
+    assert "needs" in rows.error_message()
