@@ -40,6 +40,17 @@ NEGATIONS = _wordlist(
     weren't don't doesn't didn't won't wouldn't can't couldn't shouldn't hasn't haven't hadn't
     """
 )
+NEGATION_SCOPE = 3
+# Capitalised at the start of a text but not names: interjections and sentence adverbs.
+_NOT_NAMES = _wordlist(
+    """
+    yes yeah yea yep no nope oh ah well wow hi hello hey ok okay sure even also however still yet now
+    today later instead meanwhile although though because since after before during while perhaps maybe
+    actually really indeed unfortunately fortunately interestingly apparently currently originally
+    recently sometimes often usually first firstly second finally then thus therefore hence besides lol
+    haha hmm um uh
+    """
+)
 MONTHS = {
     m: i + 1 for i, names in enumerate(
         [("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",),
@@ -83,6 +94,9 @@ class TextFeatures:
     #: ``pairs`` plus pairs one content word apart, so an inserted modifier in the evidence
     #: ("completed in March 1889") does not break the claim's pair ("completed in 1889")
     loose_pairs: frozenset[tuple[str, str]] = frozenset()
+    #: content stems in the scope of a negation: up to NEGATION_SCOPE content words after a cue,
+    #: within its clause ("did not reduce blood pressure" negates reduce, blood, pressure)
+    negated: frozenset[str] = frozenset()
 
     @property
     def stem_set(self) -> frozenset[str]:
@@ -128,14 +142,23 @@ def features(text: str) -> TextFeatures:
     months: set[int] = set()
     entities: set[str] = set()
     negations = 0
+    negated: set[str] = set()
+    scope_left = 0
     prev_number: float | None = None
     for i, tok in enumerate(tokens):
         if not tok:
             segment += 1
+            scope_left = 0
             continue
         low = tok.lower().replace("’", "'")
         if low in NEGATIONS or low.endswith("n't"):
-            negations += 1
+            # "no" is a determiner negation only before a content word ("no evidence"); "no but",
+            # "no, it is" are an interjection.
+            nxt = tokens[i + 1].lower() if i + 1 < len(tokens) else ""
+            if low != "no" or (nxt and nxt not in STOPWORDS):
+                negations += 1
+                scope_left = NEGATION_SCOPE
+            continue
         if tok[0].isdigit():
             match = _NUMERIC.fullmatch(tok)
             value = _to_number(match.group(1)) if match else None
@@ -146,6 +169,9 @@ def features(text: str) -> TextFeatures:
                 prev_number = value
                 stems.append(tok.rstrip("%"))
                 stem_segments.append(segment)
+                if scope_left:
+                    negated.add(stems[-1])
+                    scope_left -= 1
                 continue
         if low in _SCALES and prev_number is not None and (low not in ("k", "m") or i > 0):
             numbers.add(_round(prev_number * _SCALES[low]))
@@ -161,10 +187,14 @@ def features(text: str) -> TextFeatures:
             continue
         # A capital is a name unless it starts the text; a text-initial capital counts only when the
         # same word does not also appear in lower case later (then it is a common word).
-        if tok[0].isupper() and len(tok) > 1 and (i > first_word or low not in tokens[i + 1:]):
+        if tok[0].isupper() and len(tok) > 1 and (
+                i > first_word or (low not in tokens[i + 1:] and low not in _NOT_NAMES)):
             entities.add(low)
         stems.append(stem(low))
         stem_segments.append(segment)
+        if scope_left:
+            negated.add(stems[-1])
+            scope_left -= 1
     pairs = set()
     loose = set()
     for j in range(len(stems) - 1):
@@ -174,7 +204,7 @@ def features(text: str) -> TextFeatures:
         if j + 2 < len(stems) and stem_segments[j + 2] == stem_segments[j]:
             loose.add((stems[j], stems[j + 2]))
     return TextFeatures(tuple(stems), frozenset(numbers), frozenset(years), frozenset(months),
-                        frozenset(entities), negations, frozenset(pairs), frozenset(loose))
+                        frozenset(entities), negations, frozenset(pairs), frozenset(loose), frozenset(negated))
 
 
 def merge(items: Iterable[TextFeatures]) -> TextFeatures:
@@ -187,7 +217,9 @@ def merge(items: Iterable[TextFeatures]) -> TextFeatures:
     negations = 0
     pairs: set[tuple[str, str]] = set()
     loose: set[tuple[str, str]] = set()
+    negated: set[str] = set()
     for f in items:
+        negated |= f.negated
         stems.extend(f.stems)
         pairs |= f.pairs
         loose |= f.loose_pairs
@@ -197,7 +229,7 @@ def merge(items: Iterable[TextFeatures]) -> TextFeatures:
         entities |= f.entities
         negations += f.negations
     return TextFeatures(tuple(stems), frozenset(numbers), frozenset(years), frozenset(months),
-                        frozenset(entities), negations, frozenset(pairs), frozenset(loose))
+                        frozenset(entities), negations, frozenset(pairs), frozenset(loose), frozenset(negated))
 
 
 def coverage(claim: TextFeatures, evidence: TextFeatures) -> float:
@@ -263,8 +295,12 @@ def number_conflict(claim: TextFeatures, aligned: TextFeatures) -> bool:
 
 
 def negation_mismatch(claim: TextFeatures, aligned: TextFeatures) -> bool:
-    """Exactly one of the two is negated (an odd/even count of negation cues differs)."""
-    return (claim.negations % 2) != (aligned.negations % 2)
+    """One side negates what the other states: a word in the scope of a negation on one side appears
+    un-negated on the other. A negation elsewhere in a long sentence, or a bare "no," / "not really,"
+    (scope ended by punctuation), is not a mismatch."""
+    claim_only = (claim.negated & aligned.stem_set) - aligned.negated
+    aligned_only = (aligned.negated & claim.stem_set) - claim.negated
+    return bool(claim_only or aligned_only)
 
 
 def entity_conflict(claim: TextFeatures, aligned: TextFeatures) -> bool:
