@@ -290,7 +290,7 @@ def run_demo(cfg: DemoConfig) -> DemoResult:
     fault_check = check_labels(all_records, releases, corpus)
     (out / "fault_check.json").write_text(json.dumps(fault_check, indent=2) + "\n", encoding="utf-8")
 
-    say("[6/6] review queue and a reviewer (the server is stopped, so this process opens the store)")
+    say("[6/6] review queue and a reviewer (`ragtrace review` / `ragtrace reviewers` on the stopped server's store)")
     _ragtrace(["review", "enqueue", "--queue", REVIEW_QUEUE, "--store", str(store), "--reviewers", "1",
                "--service", cfg.service, "--description", "ragtrace demo: flagged traces"], log)
     token_out = _ragtrace(["reviewers", "add", REVIEWER, "--store", str(store)], log)
@@ -377,8 +377,9 @@ def demo_main(argv: list[str]) -> int:
     if a.docs < 10:
         p.error("--docs must be at least 10 (the comparison needs queries to pair)")
     out = a.out or Path(tempfile.mkdtemp(prefix="ragtrace-demo-"))
-    if a.store is not None and a.store.exists() and any(a.store.iterdir()):
-        p.error(f"--store {a.store} is not empty: the demo writes a fresh store; give a new directory")
+    store = a.store if a.store is not None else out / "store"
+    if store.exists() and any(store.iterdir()):
+        p.error(f"{store} is not empty: the demo writes a fresh store; give a new --out or --store directory")
     cfg = DemoConfig(out=out, store=a.store, docs=a.docs, seed=a.seed, generator=a.generator, port=a.port,
                      keep_serving=a.keep_serving, quiet=a.quiet)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
