@@ -93,7 +93,7 @@ def test_relevance_factory() -> None:
                     reason="loads SmolLM2 (~20 s, ~1 GB); set RAGTRACE_SLOW_TESTS=1 to run")
 def test_erag_with_smollm2() -> None:
     smollm2_location()
-    labeller = ERAGRelevance(CausalLMReader("smollm2", max_new_tokens=12))
+    labeller = ERAGRelevance(CausalLMReader("smollm2", max_new_tokens=16))
     scores = labeller.relevance("What government position did Shirley Temple hold?", PASSAGES[:3],
                                 reference="Chief of Protocol")
     assert scores[0] > scores[2], labeller.last_answers
