@@ -72,6 +72,8 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "gold": ("tenant", "query_id", "trace_id", "doc_id", "relevance", "source", "added_at"),
     "feedback": ("tenant", "trace_id", "query_id", "span_id", "score", "comment", "added_at"),
 }
+#: The `spans` columns that vary per span, in the order of the walk's row tuples.
+_SPAN_VARYING = tuple(name for name in COLUMNS["spans"] if name not in ("tenant", "received_at"))
 #: Columns holding DateTime64(3) values, as integer milliseconds since the epoch (UTC).
 TIME_COLUMNS = frozenset({"start_time", "end_time", "received_at", "first_seen", "added_at"})
 
@@ -111,23 +113,20 @@ class Rows:
 
 
 # --- key parsing -------------------------------------------------------------------------------
-_KEY_CACHE: dict[str, tuple[str, int, int] | None] = {}
+#: A document is addressed in the walk by one int, its stage's index times `_SLOT_STAGE` plus its
+#: rank: ints hash and compare faster than (stage, rank) tuples, and they are built once per key.
+_SLOT_STAGE = 1 << 24  # > MAX_RANK
+_STAGE_NAMES = tuple(_PREFIX_STAGE.values())
+_STAGE_INDEX = {stage: i for i, stage in enumerate(_STAGE_NAMES)}
+_RERANKED_INDEX = _STAGE_INDEX[STAGE_RERANKED]
+_RANK_MASK = _SLOT_STAGE - 1
+
+_KEY_CACHE: dict[str, tuple[int, int] | None] = {}
 _KEY_CACHE_MAX = 500_000
 
 
 def parse_document_key(key: str) -> tuple[str, int, int] | None:
     """``retrieval.documents.3.document.id`` → (stage, 3, F_ID); None for any other attribute."""
-    hit = _KEY_CACHE.get(key, False)
-    if hit is not False:
-        return hit  # type: ignore[return-value]
-    result = _parse_document_key(key)
-    if len(_KEY_CACHE) >= _KEY_CACHE_MAX:  # adversarial key streams must not grow memory
-        _KEY_CACHE.clear()
-    _KEY_CACHE[key] = result
-    return result
-
-
-def _parse_document_key(key: str) -> tuple[str, int, int] | None:
     for prefix, stage in _PREFIX_STAGE.items():
         if key.startswith(prefix) and key[len(prefix) : len(prefix) + 1] == ".":
             rest = key[len(prefix) + 1 :]
@@ -142,23 +141,13 @@ def _parse_document_key(key: str) -> tuple[str, int, int] | None:
     return None
 
 
-_SLOT_CACHE: dict[str, tuple[tuple[str, int], int] | None] = {}
-_SLOT_KEYS: dict[tuple[str, int], tuple[str, int]] = {}
-
-
-def _slot_info(key: str) -> tuple[tuple[str, int], int] | None:
-    """Like `parse_document_key`, as ((stage, rank), field) with the tuple built once per key."""
+def _key_info(key: str) -> tuple[int, int] | None:
+    """`parse_document_key` as (slot, field code), cached: keys repeat across spans and traces."""
     parsed = parse_document_key(key)
-    result = None
-    if parsed is not None:
-        # one tuple object per (stage, rank), shared by the document's fields: the walk compares
-        # them by identity
-        pair = (parsed[0], parsed[1])
-        result = (_SLOT_KEYS.setdefault(pair, pair), parsed[2])
-    if len(_SLOT_CACHE) >= _KEY_CACHE_MAX:
-        _SLOT_CACHE.clear()
-        _SLOT_KEYS.clear()
-    _SLOT_CACHE[key] = result
+    result = None if parsed is None else (_STAGE_INDEX[parsed[0]] * _SLOT_STAGE + parsed[1], parsed[2])
+    if len(_KEY_CACHE) >= _KEY_CACHE_MAX:  # adversarial key streams must not grow memory
+        _KEY_CACHE.clear()
+    _KEY_CACHE[key] = result
     return result
 
 
@@ -237,13 +226,11 @@ def assemble(request: ExportTraceServiceRequest, tenant: str, received_ms: int) 
     """All rows of one OTLP request. Never raises on content: bad spans are rejected with a reason."""
     rows = Rows()
     c = rows.cols
-    q, g = c["queries"], c["gold"]
+    q, g, d = c["queries"], c["gold"], c["documents"]
     span_rows: list[tuple[Any, ...]] = []
-    doc_rows: list[tuple[Any, ...]] = []
-    passage_rows: list[tuple[Any, ...]] = []
     seen_hashes: dict[str, int] = {}
     nbytes = 0
-    slot_get = _SLOT_CACHE.get
+    key_get = _KEY_CACHE.get
     for rs in request.resource_spans:
         res_attrs = {kv.key: any_value(kv.value) for kv in rs.resource.attributes}
         service = _s(res_attrs.get(sc.SERVICE_NAME))
@@ -259,44 +246,50 @@ def assemble(request: ExportTraceServiceRequest, tenant: str, received_ms: int) 
                     continue
                 trace_id, span_id = tid.hex(), sid.hex()
                 parent = span.parent_span_id.hex() if span.parent_span_id else ""
-                start_ms = _clamp_time(span.start_time_unix_nano // 1_000_000, received_ms)
-                end_ms = span.end_time_unix_nano // 1_000_000
+                start_ns, end_ns = span.start_time_unix_nano, span.end_time_unix_nano
+                start_ms = _clamp_time(start_ns // 1_000_000, received_ms)
+                end_ms = end_ns // 1_000_000
                 end_ms = end_ms if start_ms <= end_ms <= start_ms + MAX_CLOCK_SKEW_MS else start_ms
 
+                # The hot loop (hundreds of attributes per span): one cached lookup per key says
+                # whether it is a document field and which; document fields go to one dict per
+                # field keyed by the document's (stage, rank) (last value wins, as for any
+                # attribute), everything else to ``other``. Values are read with the accessor of
+                # the expected type; slower paths only when that comes back empty.
                 other: dict[str, Any] = {}
-                docs: dict[tuple[str, int], list[Any]] = {}
-                last_key: tuple[str, int] | None = None
-                slot: list[Any] = []
-                # The hot loop (hundreds of attributes per span): cached key lookups, the value
-                # read by the accessor of the expected type, slower paths only when that is empty.
+                ids: dict[int, str] = {}
+                scores: dict[int, float | None] = {}
+                contents: dict[int, AnyValue] = {}
+                metas: dict[int, str] = {}
+                hashes: dict[int, str] = {}
+                texts = (ids, None, None, metas, hashes)
                 for kv in span.attributes:
                     key = kv.key
-                    info = slot_get(key, False)
+                    info = key_get(key, False)
                     if info is False:
-                        info = _slot_info(key)
+                        info = _key_info(key)
                     if info is None:
-                        other[key] = any_value(kv.value)
+                        v = kv.value
+                        text = v.string_value
+                        other[key] = text if text else any_value(v)
                         continue
-                    slot_key, code = info  # type: ignore[misc]
-                    if slot_key is not last_key:  # a document's fields usually arrive together
-                        found = docs.get(slot_key)
-                        if found is None:
-                            found = docs[slot_key] = [None, None, None, None, None]
-                        slot, last_key = found, slot_key
-                    v = kv.value
-                    if code == F_SCORE:
-                        x = v.double_value
-                        slot[F_SCORE] = x if (x and x - x == 0.0) else _as_float(v)
-                    elif code == F_CONTENT:
+                    slot, code = info  # type: ignore[misc]
+                    if code == F_CONTENT:
                         # Kept unread: the same passage usually appears at several stages of a
                         # trace, and its text is needed once per content hash.
-                        slot[F_CONTENT] = v
+                        contents[slot] = kv.value
+                    elif code == F_SCORE:
+                        v = kv.value
+                        x = v.double_value
+                        scores[slot] = x if (x and x - x == 0.0) else _as_float(v)
                     else:
+                        v = kv.value
                         text = v.string_value
-                        slot[code] = text if text else _as_text(v)
+                        texts[code][slot] = text if text else _as_text(v)  # type: ignore[index]
 
                 kind = _s(other.get(sc.SPAN_KIND)).upper()
-                status_code = _STATUS.get(span.status.code, "UNSET")
+                status = span.status
+                status_code = _STATUS.get(status.code, "UNSET")
                 events = ""
                 if len(span.events) or len(span.links):
                     events = orjson.dumps({
@@ -308,9 +301,9 @@ def assemble(request: ExportTraceServiceRequest, tenant: str, received_ms: int) 
                 attrs_json = orjson.dumps(other).decode()
                 nbytes += len(attrs_json) + len(events) + 200
 
-                span_rows.append((tenant, trace_id, span_id, parent, span.name, kind, service, release, environment,
-                                  start_ms, end_ms, status_code, span.status.message, attrs_json, events,
-                                  resource_json, received_ms))
+                span_rows.append((trace_id, span_id, parent, span.name, kind, service, release, environment,
+                                  start_ms, end_ms, status_code, status.message, attrs_json, events,
+                                  resource_json))
                 rows.spans += 1
 
                 annotated = other.get(sc.ANNOTATES_TRACE_ID)
@@ -337,8 +330,7 @@ def assemble(request: ExportTraceServiceRequest, tenant: str, received_ms: int) 
                     q["answer_streamed"].append(other.get(sc.ANSWER_STREAMED) is True)
                     q["status_code"].append(status_code)
                     q["start_time"].append(start_ms)
-                    q["duration_ms"].append(max(0, span.end_time_unix_nano - span.start_time_unix_nano) / 1e6
-                                            if span.end_time_unix_nano else 0.0)
+                    q["duration_ms"].append(max(0, end_ns - start_ns) / 1e6 if end_ns else 0.0)
                     q["root_priority"].append(priority)
                     q["received_at"].append(received_ms)
                 gold_ids = other.get(sc.GOLD_DOCUMENT_IDS)
@@ -346,18 +338,26 @@ def assemble(request: ExportTraceServiceRequest, tenant: str, received_ms: int) 
                     for doc_id in _str_list(gold_ids):
                         _gold(g, tenant, query_id, trace_id, doc_id, received_ms)
 
-                if docs:
-                    nbytes += _documents(doc_rows, passage_rows, seen_hashes, docs, tenant, trace_id, span_id,
-                                         other, start_ms, received_ms)
-    # rows were collected as tuples (one allocation each); the store takes columns
-    for table, collected in (("spans", span_rows), ("documents", doc_rows), ("passages", passage_rows)):
-        if collected:
-            c[table] = {name: list(col) for name, col in zip(COLUMNS[table], zip(*collected, strict=True),
-                                                             strict=True)}
+                if ids or scores or contents or metas or hashes:
+                    nbytes += _documents(c, seen_hashes, ids, scores, contents, metas, hashes, tenant, trace_id,
+                                         span_id, other, start_ms, received_ms)
+    if span_rows:
+        # collected as tuples (one allocation per span); the store takes columns
+        n = len(span_rows)
+        cols = dict(zip(_SPAN_VARYING, map(list, zip(*span_rows, strict=True)), strict=True))
+        cols["tenant"] = [tenant] * n
+        cols["received_at"] = [received_ms] * n
+        c["spans"] = {name: cols[name] for name in COLUMNS["spans"]}
+    n_docs = len(d["trace_id"])
+    if n_docs:
+        d["tenant"] = [tenant] * n_docs
+        d["received_at"] = [received_ms] * n_docs
+    n_pass = len(c["passages"]["content_hash"])
+    if n_pass:
+        c["passages"]["tenant"] = [tenant] * n_pass
+        c["passages"]["first_seen"] = [received_ms] * n_pass
     rows.nbytes = nbytes
     return rows
-
-
 def _s(value: Any) -> str:
     if value is None:
         return ""
@@ -380,42 +380,91 @@ def _root_priority(parent: str, kind: str, other: dict[str, Any]) -> int:
     return 2 if kind == "CHAIN" else 1
 
 
-def _documents(doc_rows: list[tuple[Any, ...]], passage_rows: list[tuple[Any, ...]], seen: dict[str, int],
-               docs: dict[tuple[str, int], list[Any]], tenant: str, trace_id: str, span_id: str,
-               other: dict[str, Any], start_ms: int, received_ms: int) -> int:
-    nbytes = 0
+def _documents(c: dict[str, dict[str, list[Any]]], seen: dict[str, int], ids: dict[int, str],
+               scores: dict[int, float | None], contents: dict[int, AnyValue],
+               metas: dict[int, str], hashes: dict[int, str], tenant: str, trace_id: str,
+               span_id: str, other: dict[str, Any], start_ms: int, received_ms: int) -> int:
+    """The ``documents`` rows of one span (and ``passages`` for text not yet seen in this request),
+    appended column by column; returns the approximate bytes they hold. ``tenant`` and the arrival
+    time are filled in for the whole request by the caller."""
     top_k_raw = other.get(sc.RERANKER_TOP_K)
     top_k = top_k_raw if isinstance(top_k_raw, int) and 0 <= top_k_raw <= MAX_RANK else None
     # Under the SDK's "truncate:N" mode a passage may be a prefix; it is one exactly when its text
     # no longer hashes to the hash of the full text that the SDK sent along.
     truncating = _s(other.get(sc.CONTENT_MODE)).startswith("truncate")
-    add_doc = doc_rows.append
-    for (stage, rank), (doc_id, score, content_value, meta, chash) in docs.items():
-        truncated = False
-        content = None
-        # The text is read when it is needed: to hash it, or for a passage not yet seen in this
-        # request (under truncation a longer copy may follow, so it is always read).
-        if content_value is not None and (truncating or not chash or chash not in seen):
-            content = _as_text(content_value)
-        if content and (truncating or not chash):
-            digest = hashlib.sha256(content.encode("utf-8")).hexdigest()
-            truncated = bool(chash) and chash != digest
-            chash = chash or digest
-        chash = chash or ""
-        if not doc_id:
-            # OpenInference allows documents without ids; the content hash is a stable stand-in.
-            doc_id = f"sha256:{chash[:16]}" if chash else ""
-        add_doc((tenant, trace_id, span_id, stage, rank, doc_id, score, chash, meta or "",
-                 top_k if stage == STAGE_RERANKED else None, start_ms, received_ms))
-        nbytes += 160 + len(doc_id)
-        if content and chash:
-            n = len(content)
-            if seen.get(chash, -1) >= n:
-                continue
-            seen[chash] = n
-            passage_rows.append((tenant, chash, content, n, truncated, received_ms))
-            nbytes += n + 120
-    return nbytes
+    p = c["passages"]
+    p_hash, p_content, p_length, p_truncated = p["content_hash"], p["content"], p["content_length"], p["truncated"]
+    nbytes = 0
+    slots = list(ids)
+    if (not truncating and list(hashes) == slots and (not contents or list(contents) == slots)
+            and (not scores or list(scores) == slots) and (not metas or list(metas) == slots)
+            and all(ids.values()) and all(hashes.values())):
+        # The SDK's shape: every document has an id and a content hash, its fields in one order.
+        # The columns are the dicts' values; text is read only for a hash not yet seen in this
+        # request.
+        doc_ids = list(ids.values())
+        chashes = list(hashes.values())
+        for chash, text_value in zip(chashes, contents.values(), strict=False):  # aligned or empty
+            if chash not in seen:
+                content = text_value.string_value or _as_text(text_value)
+                if content:
+                    n = seen[chash] = len(content)
+                    p_hash.append(chash)
+                    p_content.append(content)
+                    p_length.append(n)
+                    p_truncated.append(False)
+                    nbytes += n + 120
+        score_col = list(scores.values()) if scores else [None] * len(slots)
+        meta_col = list(metas.values()) if metas else [""] * len(slots)
+    else:
+        # A document is any (stage, rank) with at least one field.
+        if not all(len(f) <= len(ids) and f.keys() <= ids.keys() for f in (scores, contents, metas, hashes)):
+            slots = list(dict.fromkeys([*ids, *scores, *contents, *metas, *hashes]))
+        doc_ids = [ids.get(s, "") for s in slots]
+        chashes = [hashes.get(s, "") for s in slots]
+        for i, slot in enumerate(slots):
+            chash = chashes[i]
+            value = contents.get(slot)
+            truncated = False
+            content = None
+            # The text is read when it is needed: to hash it, or for a passage not yet seen in this
+            # request (under truncation a longer copy may follow, so it is always read).
+            if value is not None and (truncating or not chash or chash not in seen):
+                content = _as_text(value)
+            if content and (truncating or not chash):
+                digest = hashlib.sha256(content.encode("utf-8")).hexdigest()
+                truncated = bool(chash) and chash != digest
+                chash = chashes[i] = chash or digest
+            if not doc_ids[i]:
+                # OpenInference allows documents without ids; the content hash is a stable stand-in.
+                doc_ids[i] = f"sha256:{chash[:16]}" if chash else ""
+            if content and chash:
+                n = len(content)
+                if seen.get(chash, -1) >= n:
+                    continue
+                seen[chash] = n
+                p_hash.append(chash)
+                p_content.append(content)
+                p_length.append(n)
+                p_truncated.append(truncated)
+                nbytes += n + 120
+        score_col = [scores.get(slot) for slot in slots]
+        meta_col = [metas.get(slot) or "" for slot in slots]
+    k = len(slots)
+    d = c["documents"]
+    d["trace_id"] += [trace_id] * k
+    d["span_id"] += [span_id] * k
+    names = _STAGE_NAMES
+    d["stage"] += [names[slot >> 24] for slot in slots]
+    d["rank"] += [slot & _RANK_MASK for slot in slots]
+    d["doc_id"] += doc_ids
+    d["score"] += score_col
+    d["content_hash"] += chashes
+    d["metadata"] += meta_col
+    d["top_k"] += ([None] * k if top_k is None
+                   else [top_k if slot >> 24 == _RERANKED_INDEX else None for slot in slots])
+    d["start_time"] += [start_ms] * k
+    return nbytes + 160 * k + sum(map(len, doc_ids))
 
 
 def _gold(g: dict[str, list[Any]], tenant: str, query_id: str, trace_id: str, doc_id: str, at: int,

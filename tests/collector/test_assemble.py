@@ -7,6 +7,7 @@ import os
 import time
 
 import orjson
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from ragtrace_collector import testing as T
 from ragtrace_collector.assemble import COLUMNS, MAX_RANK, assemble
 
@@ -174,3 +175,31 @@ def test_annotations_keyed_by_query_id_alone_are_not_queries() -> None:
     (f,) = _table(rows, "feedback")
     assert (f["trace_id"], f["query_id"], f["score"]) == ("", "q7", 1.0)
     assert "needs" in rows.error_message()
+
+
+def test_document_fields_in_any_order_give_the_same_rows() -> None:
+    # The walk has a fast path for the SDK's shape (every field of every document, in one order);
+    # shuffled, partial and repeated fields must give what the general path gives.
+    docs = T.corpus(6, size=40)
+    attrs = T.doc_attrs(sc.RETRIEVAL_DOCUMENTS, [T.Doc(d.id, d.content, 0.5) for d in docs])
+    attrs.update(T.doc_attrs(sc.RERANKER_OUTPUT_DOCUMENTS, [T.Doc(d.id, d.content, 0.1) for d in docs[:3]]))
+    attrs[sc.RERANKER_TOP_K] = 2
+    tid, sid = os.urandom(16).hex(), os.urandom(8).hex()
+
+    def rows_of(items: list[tuple[str, object]]) -> dict[str, list[dict]]:
+        span = T.SpanSpec(tid, sid, "r", {}, start_ns=NOW * 1_000_000)
+        req = T.request([span])
+        req.resource_spans[0].scope_spans[0].spans[0].attributes.extend(
+            KeyValue(key=k, value=T.value(v)) for k, v in items)
+        rows = assemble(req, "t1", NOW)
+        return {t: sorted(_table(rows, t), key=repr) for t in ("documents", "passages")}
+
+    items = list(attrs.items())
+    expected = rows_of(items)
+    assert len(expected["documents"]) == 9 and len(expected["passages"]) == 6
+    assert rows_of(list(reversed(items))) == expected
+    assert rows_of(items[::2] + items[1::2]) == expected
+    assert rows_of([("retrieval.documents.0.document.id", "stale"), *items]) == expected
+    without_hash = [(k, v) for k, v in items if k != "retrieval.documents.1.document.content_hash"]
+    got = rows_of(without_hash)
+    assert got["documents"] == expected["documents"]  # the hash is computed from the text instead
