@@ -75,6 +75,12 @@ def rss_mb(pid: int) -> float:
     return int(m.group(1)) / 1024 if m else float("nan")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (all its threads); robust to a loaded machine."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def post_all(url: str, bodies: list[bytes], clients: int, stop: threading.Event | None = None,
              codes: dict[int, int] | None = None) -> None:
     codes = codes if codes is not None else {}
@@ -127,15 +133,17 @@ def measure_collector(bodies: list[bytes], n_traces: int, clients: int, workdir:
             time.sleep(0.05)
         base_q = metric(url, "ragtrace_rows_written_total{table=\"queries\"}")
         base_d = metric(url, "ragtrace_rows_written_total{table=\"documents\"}")
+        cpu0 = cpu_seconds(proc.pid)
         t0 = time.perf_counter()
         post_all(url, bodies, clients)
         acked = time.perf_counter() - t0
         while metric(url, "ragtrace_rows_written_total{table=\"queries\"}") < base_q + n_traces:
             time.sleep(0.01)
         elapsed = time.perf_counter() - t0
+        cpu = cpu_seconds(proc.pid) - cpu0
         docs = metric(url, "ragtrace_rows_written_total{table=\"documents\"}") - base_d
         out: dict[str, Any] = {"seconds": elapsed, "acked_seconds": acked, "doc_rows": docs,
-                               "rss_mb_after": rss_mb(proc.pid)}
+                               "rss_mb_after": rss_mb(proc.pid), "cpu_seconds": cpu}
         if overload > 0:
             out.update(overload_phase(url, proc.pid, bodies, overload))
         return out
@@ -232,6 +240,8 @@ def main() -> None:
               f"{col['doc_rows'] / col['seconds']:,.0f} document rows/s "
               f"({col['seconds']:.2f} s until queryable; all acknowledged after {col['acked_seconds']:.2f} s; "
               f"RSS {col['rss_mb_after']:.0f} MB)")
+        print(f"           collector CPU {col['cpu_seconds'] * 1e6 / a.traces:,.0f} µs per trace (user + system, "
+              f"all threads: {col['cpu_seconds'] / col['seconds']:.2f} cores busy)")
         print(f"limit:     {a.traces / limit_s:,.0f} traces/s (protobuf parse {lim['parse_seconds'] * 1e3:.0f} ms + "
               f"Arrow insert {lim['insert_seconds'] * 1e3:.0f} ms for the same rows)")
         print(f"ratio:     {(a.traces / col['seconds']) / (a.traces / limit_s):.1%} of the limit")
