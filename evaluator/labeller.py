@@ -136,12 +136,13 @@ class RelevanceLabeller(Protocol):
 # -- factories ------------------------------------------------------------------------------------
 # Implementations are imported lazily: this module stays importable without torch/transformers.
 
-GROUNDING_NAMES = "offline (default) | nli:<model id or directory>"
+GROUNDING_NAMES = "offline (default) | nli:<model id or directory> | llm:<model>@<OpenAI-compatible base URL>"
 RELEVANCE_NAMES = "offline (default) | nli:<model id or directory> | erag:<reader: smollm2, model id or directory>"
 
 
 def make_grounding_labeller(name: str = "offline") -> GroundingLabeller:
-    """A grounding labeller by name: ``offline`` (MiniLM + lexical checks) or ``nli:<model>``."""
+    """A grounding labeller by name: ``offline`` (MiniLM + lexical checks), ``nli:<model>``, or
+    ``llm:<model>@<base URL>`` (an OpenAI-compatible chat API; key from RAGTRACE_JUDGE_API_KEY)."""
     kind, _, arg = name.partition(":")
     if kind == "offline" and not arg:
         from .grounding_offline import OfflineGroundingLabeller
@@ -151,6 +152,14 @@ def make_grounding_labeller(name: str = "offline") -> GroundingLabeller:
         from .nli import DEFAULT_NLI_MODEL, NLIGroundingLabeller
 
         return NLIGroundingLabeller(arg or DEFAULT_NLI_MODEL)
+    if kind == "llm" and "@" in arg:
+        import os
+
+        from .llm_judge import LLMJudge
+
+        # The API key comes from the environment so it never lands in a manifest or a command line.
+        model, _, base_url = arg.partition("@")
+        return LLMJudge(base_url, model, api_key=os.environ.get("RAGTRACE_JUDGE_API_KEY"))
     raise ValueError(f"unknown grounding labeller {name!r}; expected {GROUNDING_NAMES}")
 
 
