@@ -67,11 +67,18 @@ class SentenceEmbedder:
 
     ``model_dir`` defaults to the packaged MiniLM. ``cache_dir``, when given, persists embeddings
     as one ``.npz`` per :meth:`save` call so benchmark reruns and repeated audits start warm.
-    The model loads lazily on first use (never in the constructor).
+    The model loads lazily on first use (never in the constructor). ``backend`` is ``"auto"``
+    (ONNX Runtime when installed and verified against torch, see
+    :mod:`ragtrace_evaluator.grounding_onnx`; else torch), ``"onnx"`` or ``"torch"``.
     """
 
     def __init__(self, model_dir: str | Path | None = None, batch_size: int = 64,
-                 cache_dir: str | Path | None = None) -> None:
+                 cache_dir: str | Path | None = None, backend: str = "auto") -> None:
+        if backend not in ("auto", "onnx", "torch"):
+            raise ValueError(f"backend must be 'auto', 'onnx' or 'torch', got {backend!r}")
+        self.backend = backend
+        self.backend_note = "not loaded"
+        self._onnx: Any = None
         self.model_dir = Path(model_dir) if model_dir is not None else None
         self.batch_size = batch_size
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
@@ -96,8 +103,13 @@ class SentenceEmbedder:
         weights = self.resolved_dir / "model.safetensors"
         return {
             "embedder": DEFAULT_MODEL_ID if self.model_dir is None else str(self.model_dir),
-            "embedder_file_sha256": file_digest(weights) if weights.exists() else None,
+            "embedder_file_sha256": self._weights_sha256(weights),
         }
+
+    def _weights_sha256(self, weights: Path) -> str | None:
+        if not hasattr(self, "_sha"):
+            self._sha = file_digest(weights) if weights.exists() else None
+        return self._sha
 
     def _load(self) -> None:
         if self._model is not None:
@@ -114,6 +126,15 @@ class SentenceEmbedder:
             raise EmbedderError(f"cannot load the embedding model from {path}: {exc}") from exc
         self._model.eval()
         self._torch = torch
+        self.backend_note = "torch"
+        if self.backend != "torch":
+            from .grounding_onnx import load_or_export
+
+            sha = self._weights_sha256(path / "model.safetensors") or text_key(str(path))
+            self._onnx, note = load_or_export(self._model, self._tokenizer, sha, path)
+            self.backend_note = note if self._onnx is not None else f"torch ({note})"
+            if self._onnx is None and self.backend == "onnx":
+                raise EmbedderError(f"backend='onnx' requested but unavailable: {note}")
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         self._load()
@@ -121,6 +142,15 @@ class SentenceEmbedder:
         out = np.zeros((len(texts), self._model.config.hidden_size), dtype=np.float32)
         # Sorting by length keeps padding (wasted compute) small within each batch.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        if self._onnx is not None:
+            from .grounding_onnx import mean_pool
+
+            for start in range(0, len(order), self.batch_size):
+                idx = order[start:start + self.batch_size]
+                enc = self._tokenizer([texts[i] for i in idx], padding=True, truncation=True,
+                                      max_length=MAX_TOKENS, return_tensors="np")
+                out[idx] = mean_pool(self._onnx.hidden(dict(enc)), enc["attention_mask"])
+            return out
         with torch.inference_mode():
             for start in range(0, len(order), self.batch_size):
                 idx = order[start:start + self.batch_size]

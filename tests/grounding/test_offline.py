@@ -119,3 +119,18 @@ def test_persistent_cache_round_trip(tmp_path, embedder) -> None:  # type: ignor
     again = second.embed(["a sentence to persist"])  # from disk: the model never loads
     assert second._model is None and second.hits == 1
     assert (again == vec).all()
+
+
+def test_onnx_backend_matches_torch(embedder) -> None:  # type: ignore[no-untyped-def]
+    import numpy as np
+
+    from ragtrace_evaluator.grounding_embed import SentenceEmbedder
+    from ragtrace_evaluator.grounding_onnx import available
+
+    if not available():
+        pytest.skip("onnx/onnxruntime not installed: the embedder runs on torch (covered by the other tests)")
+    texts = ["A padded short one.", "Water boils at 100 degrees Celsius at sea level, as every cook knows."]
+    got = embedder.embed(texts)
+    assert embedder.backend_note.startswith("onnx"), embedder.backend_note
+    reference = SentenceEmbedder(backend="torch").embed(texts)
+    assert np.abs(got - reference).max() < 1e-4
