@@ -39,7 +39,7 @@ def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """Mean of token states over the attention mask, L2-normalised (sentence-transformers pooling)."""
     m = mask[..., None].astype(hidden.dtype)
     pooled = (hidden * m).sum(1) / np.clip(m.sum(1), 1e-9, None)
-    return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+    return np.asarray(pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None))
 
 
 class OnnxEncoder:
