@@ -11,7 +11,9 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +64,13 @@ def file_digest(path: Path, limit: int | None = None) -> str:
     return digest.hexdigest()
 
 
+@lru_cache(maxsize=1)
+def default_embedder() -> SentenceEmbedder:
+    """The process-wide MiniLM embedder: grounding and relevance labellers share one model and one
+    cache unless given their own."""
+    return SentenceEmbedder()
+
+
 class SentenceEmbedder:
     """Batched, content-hash-cached sentence embedder.
 
@@ -73,7 +82,8 @@ class SentenceEmbedder:
     """
 
     def __init__(self, model_dir: str | Path | None = None, batch_size: int = 64,
-                 cache_dir: str | Path | None = None, backend: str = "auto") -> None:
+                 cache_dir: str | Path | None = None, backend: str = "auto",
+                 max_entries: int = 200_000) -> None:
         if backend not in ("auto", "onnx", "torch"):
             raise ValueError(f"backend must be 'auto', 'onnx' or 'torch', got {backend!r}")
         self.backend = backend
@@ -82,7 +92,10 @@ class SentenceEmbedder:
         self.model_dir = Path(model_dir) if model_dir is not None else None
         self.batch_size = batch_size
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
-        self._cache: dict[str, np.ndarray] = {}
+        # Least recently used first; bounded so a long-running `ragtrace serve` with periodic audits
+        # does not grow without limit (1.5 KB per text: the default bound is ~300 MB).
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self.max_entries = max_entries
         self._dirty = 0
         self._model: Any = None
         self._tokenizer: Any = None
@@ -171,6 +184,7 @@ class SentenceEmbedder:
             for key, text in zip(keys, texts, strict=True):
                 if key in self._cache:
                     self.hits += 1
+                    self._cache.move_to_end(key)
                 elif key not in missing:
                     self.misses += 1
                     missing[key] = text
@@ -181,7 +195,11 @@ class SentenceEmbedder:
                 self._dirty += len(missing)
             if not keys:
                 return np.zeros((0, 384), dtype=np.float32)
-            return np.stack([self._cache[k] for k in keys])
+            result = np.stack([self._cache[k] for k in keys])
+            # Evict after reading, so one call larger than the bound still returns every vector.
+            while len(self._cache) > self.max_entries:
+                self._cache.popitem(last=False)
+            return result
 
     def save(self) -> None:
         """Persist the cache to ``cache_dir`` (no-op without one or when nothing changed)."""

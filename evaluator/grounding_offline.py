@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from .claims import extract_claims, split_sentences
-from .grounding_embed import SentenceEmbedder
+from .grounding_embed import SentenceEmbedder, default_embedder
 from .grounding_lexical import (
     TextFeatures,
     bigram_coverage,
@@ -131,7 +131,7 @@ class OfflineGroundingLabeller:
     def __init__(self, embedder: SentenceEmbedder | None = None,
                  weights: SupportWeights | None = None, thresholds: Thresholds | None = None,
                  top_k: int = TOP_K) -> None:
-        self.embedder = embedder if embedder is not None else SentenceEmbedder()
+        self.embedder = embedder if embedder is not None else default_embedder()
         self.weights = weights if weights is not None else SupportWeights()
         self.thresholds = thresholds if thresholds is not None else Thresholds()
         self.top_k = top_k

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .grounding_embed import SentenceEmbedder
+from .grounding_embed import SentenceEmbedder, default_embedder
 from .grounding_lexical import coverage, features
 from .grounding_offline import _passage_sentences
 from .labeller import Passage
@@ -41,7 +41,7 @@ class LexicalEmbeddingRelevance:
     kind = "lexical-embedding"
 
     def __init__(self, embedder: SentenceEmbedder | None = None, threshold: float = RELEVANCE_THRESHOLD) -> None:
-        self.embedder = embedder if embedder is not None else SentenceEmbedder()
+        self.embedder = embedder if embedder is not None else default_embedder()
         self._threshold = threshold
 
     @property

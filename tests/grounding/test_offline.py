@@ -134,3 +134,18 @@ def test_onnx_backend_matches_torch(embedder) -> None:  # type: ignore[no-untype
     assert embedder.backend_note.startswith("onnx"), embedder.backend_note
     reference = SentenceEmbedder(backend="torch").embed(texts)
     assert np.abs(got - reference).max() < 1e-4
+
+
+def test_cache_is_bounded_least_recently_used_first(embedder) -> None:  # type: ignore[no-untyped-def]
+    from ragtrace_evaluator.grounding_embed import SentenceEmbedder
+
+    small = SentenceEmbedder(max_entries=2)
+    small._model, small._tokenizer, small._torch = embedder._model, embedder._tokenizer, embedder._torch
+    small._onnx = embedder._onnx
+    assert small.embed(["one", "two", "three"]).shape == (3, 384)  # a call above the bound still returns all
+    assert len(small._cache) == 2
+    small.embed(["two"])  # "two" becomes most recent
+    small.embed(["four"])
+    assert small.misses == 4 and small.hits == 1
+    small.embed(["two"])
+    assert small.hits == 2  # kept: "three" was the least recently used
