@@ -123,7 +123,6 @@ def test_persistent_cache_round_trip(tmp_path, embedder) -> None:  # type: ignor
 
 def test_onnx_backend_matches_torch(embedder) -> None:  # type: ignore[no-untyped-def]
     import numpy as np
-
     from ragtrace_evaluator.grounding_embed import SentenceEmbedder
     from ragtrace_evaluator.grounding_onnx import available
 
