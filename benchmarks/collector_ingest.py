@@ -75,10 +75,11 @@ def rss_mb(pid: int) -> float:
     return int(m.group(1)) / 1024 if m else float("nan")
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (all its threads); robust to a loaded machine."""
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """User and system CPU time of a process so far (all its threads); robust to a loaded machine."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def post_all(url: str, bodies: list[bytes], clients: int, stop: threading.Event | None = None,
@@ -140,10 +141,10 @@ def measure_collector(bodies: list[bytes], n_traces: int, clients: int, workdir:
         while metric(url, "ragtrace_rows_written_total{table=\"queries\"}") < base_q + n_traces:
             time.sleep(0.01)
         elapsed = time.perf_counter() - t0
-        cpu = cpu_seconds(proc.pid) - cpu0
+        user, system = (b - a for a, b in zip(cpu0, cpu_seconds(proc.pid), strict=True))
         docs = metric(url, "ragtrace_rows_written_total{table=\"documents\"}") - base_d
         out: dict[str, Any] = {"seconds": elapsed, "acked_seconds": acked, "doc_rows": docs,
-                               "rss_mb_after": rss_mb(proc.pid), "cpu_seconds": cpu}
+                               "rss_mb_after": rss_mb(proc.pid), "cpu_user": user, "cpu_system": system}
         if overload > 0:
             out.update(overload_phase(url, proc.pid, bodies, overload))
         return out
@@ -240,8 +241,11 @@ def main() -> None:
               f"{col['doc_rows'] / col['seconds']:,.0f} document rows/s "
               f"({col['seconds']:.2f} s until queryable; all acknowledged after {col['acked_seconds']:.2f} s; "
               f"RSS {col['rss_mb_after']:.0f} MB)")
-        print(f"           collector CPU {col['cpu_seconds'] * 1e6 / a.traces:,.0f} µs per trace (user + system, "
-              f"all threads: {col['cpu_seconds'] / col['seconds']:.2f} cores busy)")
+        cpu = col["cpu_user"] + col["cpu_system"]
+        print(f"           collector CPU {cpu * 1e6 / a.traces:,.0f} µs per trace "
+              f"({col['cpu_user'] * 1e6 / a.traces:,.0f} user + "
+              f"{col['cpu_system'] * 1e6 / a.traces:,.0f} system, all threads: "
+              f"{cpu / col['seconds']:.2f} cores busy)")
         print(f"limit:     {a.traces / limit_s:,.0f} traces/s (protobuf parse {lim['parse_seconds'] * 1e3:.0f} ms + "
               f"Arrow insert {lim['insert_seconds'] * 1e3:.0f} ms for the same rows)")
         print(f"ratio:     {(a.traces / col['seconds']) / (a.traces / limit_s):.1%} of the limit")

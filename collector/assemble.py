@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from ragtrace_collector.records import STAGE_CONTEXT, STAGE_RERANK_INPUT, STAGE_RERANKED, STAGE_RETRIEVED
 
 from ragtrace import semconv as sc
@@ -259,7 +259,7 @@ def assemble(request: ExportTraceServiceRequest, tenant: str, received_ms: int) 
                 other: dict[str, Any] = {}
                 ids: dict[int, str] = {}
                 scores: dict[int, float | None] = {}
-                contents: dict[int, AnyValue] = {}
+                contents: dict[int, KeyValue] = {}
                 metas: dict[int, str] = {}
                 hashes: dict[int, str] = {}
                 texts = (ids, None, None, metas, hashes)
@@ -275,9 +275,9 @@ def assemble(request: ExportTraceServiceRequest, tenant: str, received_ms: int) 
                         continue
                     slot, code = info  # type: ignore[misc]
                     if code == F_CONTENT:
-                        # Kept unread: the same passage usually appears at several stages of a
-                        # trace, and its text is needed once per content hash.
-                        contents[slot] = kv.value
+                        # Kept unread (not even its value): the same passage usually appears at
+                        # several stages of a trace, and its text is needed once per content hash.
+                        contents[slot] = kv
                     elif code == F_SCORE:
                         v = kv.value
                         x = v.double_value
@@ -381,7 +381,7 @@ def _root_priority(parent: str, kind: str, other: dict[str, Any]) -> int:
 
 
 def _documents(c: dict[str, dict[str, list[Any]]], seen: dict[str, int], ids: dict[int, str],
-               scores: dict[int, float | None], contents: dict[int, AnyValue],
+               scores: dict[int, float | None], contents: dict[int, KeyValue],
                metas: dict[int, str], hashes: dict[int, str], tenant: str, trace_id: str,
                span_id: str, other: dict[str, Any], start_ms: int, received_ms: int) -> int:
     """The ``documents`` rows of one span (and ``passages`` for text not yet seen in this request),
@@ -404,9 +404,10 @@ def _documents(c: dict[str, dict[str, list[Any]]], seen: dict[str, int], ids: di
         # request.
         doc_ids = list(ids.values())
         chashes = list(hashes.values())
-        for chash, text_value in zip(chashes, contents.values(), strict=False):  # aligned or empty
+        for chash, kv in zip(chashes, contents.values(), strict=False):  # aligned or empty
             if chash not in seen:
-                content = text_value.string_value or _as_text(text_value)
+                value = kv.value
+                content = value.string_value or _as_text(value)
                 if content:
                     n = seen[chash] = len(content)
                     p_hash.append(chash)
@@ -424,13 +425,13 @@ def _documents(c: dict[str, dict[str, list[Any]]], seen: dict[str, int], ids: di
         chashes = [hashes.get(s, "") for s in slots]
         for i, slot in enumerate(slots):
             chash = chashes[i]
-            value = contents.get(slot)
+            content_kv = contents.get(slot)
             truncated = False
             content = None
             # The text is read when it is needed: to hash it, or for a passage not yet seen in this
             # request (under truncation a longer copy may follow, so it is always read).
-            if value is not None and (truncating or not chash or chash not in seen):
-                content = _as_text(value)
+            if content_kv is not None and (truncating or not chash or chash not in seen):
+                content = _as_text(content_kv.value)
             if content and (truncating or not chash):
                 digest = hashlib.sha256(content.encode("utf-8")).hexdigest()
                 truncated = bool(chash) and chash != digest
