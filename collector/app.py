@@ -221,7 +221,8 @@ def _ingest(writer: Writer, pool: IngestPool, settings: CollectorSettings, body:
             encoding: str | None, tenant: str, metrics: Metrics) -> tuple[int, str]:
     """Decode, assemble, spool, queue. Runs in a worker thread; returns (rejected spans, message)."""
     received_ms = time.time_ns() // 1_000_000
-    rows, spooled = pool.run(body, ctype, encoding, tenant, received_ms, settings.max_body_bytes)
+    rows, spooled = pool.run(body, ctype, encoding, tenant, received_ms, settings.max_body_bytes,
+                             writer.written_passages)
     if rows.spans:
         writer.submit(tenant, received_ms, spooled, rows)
     metrics.inc("ragtrace_spans_received_total", rows.spans)

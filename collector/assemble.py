@@ -21,7 +21,7 @@ the cheapest protobuf access that is right for the expected type.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -222,8 +222,14 @@ def _clamp_time(ms: int, received_ms: int) -> int:
 
 
 # --- the walk ----------------------------------------------------------------------------------
-def assemble(request: ExportTraceServiceRequest, tenant: str, received_ms: int) -> Rows:
-    """All rows of one OTLP request. Never raises on content: bad spans are rejected with a reason."""
+def assemble(request: ExportTraceServiceRequest, tenant: str, received_ms: int,
+             written: Mapping[tuple[str, str], int] | None = None) -> Rows:
+    """All rows of one OTLP request. Never raises on content: bad spans are rejected with a reason.
+
+    ``written`` maps (tenant, content hash) of passages the store already has to their length,
+    positive when that copy was the full text (the writer's cache): a full passage sent again
+    with its hash is then not even read.
+    """
     rows = Rows()
     c = rows.cols
     q, g, d = c["queries"], c["gold"], c["documents"]
@@ -339,8 +345,8 @@ def assemble(request: ExportTraceServiceRequest, tenant: str, received_ms: int) 
                         _gold(g, tenant, query_id, trace_id, doc_id, received_ms)
 
                 if ids or scores or contents or metas or hashes:
-                    nbytes += _documents(c, seen_hashes, ids, scores, contents, metas, hashes, tenant, trace_id,
-                                         span_id, other, start_ms, received_ms)
+                    nbytes += _documents(c, seen_hashes, written, ids, scores, contents, metas, hashes, tenant,
+                                         trace_id, span_id, other, start_ms)
     if span_rows:
         # collected as tuples (one allocation per span); the store takes columns
         n = len(span_rows)
@@ -380,10 +386,11 @@ def _root_priority(parent: str, kind: str, other: dict[str, Any]) -> int:
     return 2 if kind == "CHAIN" else 1
 
 
-def _documents(c: dict[str, dict[str, list[Any]]], seen: dict[str, int], ids: dict[int, str],
-               scores: dict[int, float | None], contents: dict[int, KeyValue],
-               metas: dict[int, str], hashes: dict[int, str], tenant: str, trace_id: str,
-               span_id: str, other: dict[str, Any], start_ms: int, received_ms: int) -> int:
+def _documents(c: dict[str, dict[str, list[Any]]], seen: dict[str, int],
+               written: Mapping[tuple[str, str], int] | None, ids: dict[int, str],
+               scores: dict[int, float | None], contents: dict[int, KeyValue], metas: dict[int, str],
+               hashes: dict[int, str], tenant: str, trace_id: str, span_id: str, other: dict[str, Any],
+               start_ms: int) -> int:
     """The ``documents`` rows of one span (and ``passages`` for text not yet seen in this request),
     appended column by column; returns the approximate bytes they hold. ``tenant`` and the arrival
     time are filled in for the whole request by the caller."""
@@ -400,12 +407,13 @@ def _documents(c: dict[str, dict[str, list[Any]]], seen: dict[str, int], ids: di
             and (not scores or list(scores) == slots) and (not metas or list(metas) == slots)
             and all(ids.values()) and all(hashes.values())):
         # The SDK's shape: every document has an id and a content hash, its fields in one order.
-        # The columns are the dicts' values; text is read only for a hash not yet seen in this
-        # request.
+        # The columns are the dicts' values; text is read only for a hash neither seen in this
+        # request nor known to be in the store in full (the same hash means the same full text).
         doc_ids = list(ids.values())
         chashes = list(hashes.values())
+        known = written.get if written is not None else _nothing_written
         for chash, kv in zip(chashes, contents.values(), strict=False):  # aligned or empty
-            if chash not in seen:
+            if chash not in seen and known((tenant, chash), 0) <= 0:
                 value = kv.value
                 content = value.string_value or _as_text(value)
                 if content:
@@ -466,6 +474,10 @@ def _documents(c: dict[str, dict[str, list[Any]]], seen: dict[str, int], ids: di
                    else [top_k if slot >> 24 == _RERANKED_INDEX else None for slot in slots])
     d["start_time"] += [start_ms] * k
     return nbytes + 160 * k + sum(map(len, doc_ids))
+
+
+def _nothing_written(key: tuple[str, str], default: int) -> int:
+    return default
 
 
 def _gold(g: dict[str, list[Any]], tenant: str, query_id: str, trace_id: str, doc_id: str, at: int,

@@ -15,6 +15,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -31,12 +32,12 @@ SPOOL_LZ4_LEVEL = -4
 
 
 def decode_and_assemble(body: bytes, ctype: str | None, encoding: str | None, tenant: str, received_ms: int,
-                        max_bytes: int) -> tuple[Rows, bytes]:
+                        max_bytes: int, written: Mapping[tuple[str, str], int] | None = None) -> tuple[Rows, bytes]:
     """Rows of one request, and what the spool keeps: the request as protobuf (a JSON or gzip body
     is re-encoded), LZ4-compressed (b"" when no span was accepted). Raises `OtlpError` for
-    refused bodies."""
+    refused bodies. ``written``: passages the store has (see `assemble`)."""
     msg, mt = decode(body, ctype, encoding, max_bytes)
-    rows = assemble(msg, tenant, received_ms)
+    rows = assemble(msg, tenant, received_ms, written)
     if not rows.spans:
         return rows, b""
     plain_pb = mt == PROTOBUF and (encoding or "identity").strip().lower() in ("", "identity")
@@ -79,10 +80,11 @@ class IngestPool:
                                    initializer=_worker_init)
 
     def run(self, body: bytes, ctype: str | None, encoding: str | None, tenant: str, received_ms: int,
-            max_bytes: int) -> tuple[Rows, bytes]:
+            max_bytes: int, written: Mapping[tuple[str, str], int] | None = None) -> tuple[Rows, bytes]:
+        """``written`` (the writer's passage cache) is used in this process only: workers have none."""
         pool = self._pool
         if pool is None:
-            return decode_and_assemble(body, ctype, encoding, tenant, received_ms, max_bytes)
+            return decode_and_assemble(body, ctype, encoding, tenant, received_ms, max_bytes, written)
         try:
             return pool.submit(decode_and_assemble, body, ctype, encoding, tenant, received_ms,
                                max_bytes).result()

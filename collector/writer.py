@@ -25,6 +25,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict, deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -287,20 +288,28 @@ class Writer:
         self.metrics.inc("ragtrace_batches_total")
         self._remember_passages(passages)
 
+    @property
+    def written_passages(self) -> Mapping[tuple[str, str], int]:
+        """(tenant, content hash) → length of the passages written recently, negative for a
+        truncated copy. Read by `assemble` in the request threads (lookups only)."""
+        return self._passages
+
     def _new_passages(self, rows: Rows) -> dict[str, list[Any]]:
         """Passages not written recently (production repeats the same text millions of times)."""
         src = rows.cols["passages"]
+        known = self._passages
         keep = [i for i, (t, h, n) in enumerate(zip(src["tenant"], src["content_hash"], src["content_length"],
                                                       strict=True))
-                if self._passages.get((t, h), -1) < n]
+                if abs(known.get((t, h), 0)) < n]
         if len(keep) == len(src["tenant"]):
             return src
         return {c: [v[i] for i in keep] for c, v in src.items()}
 
     def _remember_passages(self, cols: dict[str, list[Any]]) -> None:
         cache = self._passages
-        for t, h, n in zip(cols["tenant"], cols["content_hash"], cols["content_length"], strict=True):
-            cache[(t, h)] = n
+        for t, h, n, truncated in zip(cols["tenant"], cols["content_hash"], cols["content_length"],
+                                      cols["truncated"], strict=True):
+            cache[(t, h)] = -n if truncated else n
             cache.move_to_end((t, h))
         while len(cache) > _PASSAGE_CACHE:
             cache.popitem(last=False)

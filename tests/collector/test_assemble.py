@@ -203,3 +203,19 @@ def test_document_fields_in_any_order_give_the_same_rows() -> None:
     without_hash = [(k, v) for k, v in items if k != "retrieval.documents.1.document.content_hash"]
     got = rows_of(without_hash)
     assert got["documents"] == expected["documents"]  # the hash is computed from the text instead
+
+
+def test_passages_the_store_has_in_full_are_not_read_again() -> None:
+    tr = T.standard_trace(T.corpus(6, size=100), 0, n_candidates=6, top_k=2)
+    req = T.request(tr.spans())
+    first = assemble(req, "t1", NOW)
+    p = first.cols["passages"]
+    assert len(p["content_hash"]) == 6
+    written = {("t1", h): n for h, n in zip(p["content_hash"], p["content_length"], strict=True)}
+    again = assemble(req, "t1", NOW, written)
+    assert not again.cols["passages"]["content_hash"]
+    assert _table(again, "documents") == _table(first, "documents")
+    # another tenant's passages, and truncated copies (negative lengths), do not count
+    assert len(assemble(req, "t2", NOW, written).cols["passages"]["content_hash"]) == 6
+    truncated = {k: -n for k, n in written.items()}
+    assert len(assemble(req, "t1", NOW, truncated).cols["passages"]["content_hash"]) == 6
