@@ -12,7 +12,9 @@ Sets (positives = supported, the class the scores rank high):
 
 Systems, all in the same run on the same items: token overlap (share of the response's distinct
 content words found in the evidence), MiniLM cosine alone (max over evidence sentences), and the
-offline labeller (its answer score = the weakest claim's support × (1 − contradiction)). Balanced
+offline labeller (its answer score from ``judge_many`` = the weakest claim's support ×
+(1 − contradiction); an answer with no claim ranks last, and every system's AUROC on the
+claim-bearing items alone is printed too). Balanced
 accuracy and per-class precision/recall use each system's fixed, a-priori threshold (0.5 for all
 three; for the labeller that is "every claim entailed"), never a threshold fitted to these files.
 CIs are percentile bootstrap over items (seeded).
@@ -104,21 +106,22 @@ def minilm_cosine(items: Sequence[Item], embedder: SentenceEmbedder) -> np.ndarr
 
 
 def labeller_scores(items: Sequence[Item], labeller: OfflineGroundingLabeller) -> tuple[np.ndarray, np.ndarray, int]:
-    """(score, predicted-supported, number of items the claim extractor found claim-less). A
-    claim-less item is still scored as one whole claim, so every system ranks the same items."""
-    batch = []
-    forced = 0
-    for it in items:
-        ex = extract_claims(it.text)
-        claims = list(ex.claims)
-        if not claims:
-            forced += 1
-            claims = [it.text]
-        batch.append((claims, [Passage("evidence", "\n\n".join(it.evidence))]))
-    verdicts = labeller._score_many(batch)
-    scores = np.array([min(v.entailment for v in vs) for vs in verdicts])
-    predicted = np.array([all(v.verdict == "entailed" for v in vs) for vs in verdicts])
-    return scores, predicted, forced
+    """(score, predicted-supported, number of items the claim extractor found claim-less), from the
+    labeller's own answer-level output (``judge_many``): score = ``GroundingResult.score`` (the
+    weakest claim's support × (1 − contradiction)), predicted = verdict ``entailed``. An answer with
+    no claim (an open question, chit-chat, an abstention) gets verdict neutral/abstained and no
+    score: nothing in it is attributed to the evidence, so it ranks at the bottom (score 0), as
+    token overlap ranks a response with no content word. ``claim_bearing`` in the report gives
+    every system's AUROC without those items."""
+    results = labeller.judge_many([(it.text, [Passage("evidence", "\n\n".join(it.evidence))]) for it in items])
+    scores = np.array([r.score if r.score is not None else 0.0 for r in results])
+    predicted = np.array([r.verdict == "entailed" for r in results])
+    claimless = sum(1 for r in results if r.kind != "claims")
+    return scores, predicted, claimless
+
+
+def claim_bearing_mask(items: Sequence[Item]) -> np.ndarray:
+    return np.array([extract_claims(it.text).kind == "claims" for it in items])
 
 
 # -- metrics ---------------------------------------------------------------------------------------
@@ -172,11 +175,15 @@ def evaluate(labels: np.ndarray, scores: np.ndarray, predicted: np.ndarray, n_bo
 def run_set(name: str, items: Sequence[Item], systems: dict[str, Callable[[], tuple[np.ndarray, np.ndarray]]],
             n_boot: int) -> dict[str, object]:
     labels = np.array([it.label for it in items])
+    mask = claim_bearing_mask(items)
     out: dict[str, object] = {}
+    bearing: dict[str, float] = {}
     for sys_name, fn in systems.items():
         scores, predicted = fn()
         out[sys_name] = evaluate(labels, scores, predicted, n_boot)
-    return {"set": name, "systems": out}
+        bearing[sys_name] = round(auroc(labels[mask], scores[mask]), 4)
+    return {"set": name, "systems": out,
+            "claim_bearing": {"n": int(mask.sum()), "n_supported": int(labels[mask].sum()), "auroc": bearing}}
 
 
 def _fmt(metric: object) -> str:
@@ -202,6 +209,11 @@ def print_table(results: list[dict[str, object]]) -> None:
         base = max(systems[s]["auroc"]["value"] for s in systems if s != "offline labeller")
         gap = systems["offline labeller"]["auroc"]["value"] - base
         print(f"offline labeller AUROC − best baseline = {gap:+.3f} (target ≥ +0.050)")
+        cb = res["claim_bearing"]
+        assert isinstance(cb, dict)
+        if cb["n"] < first["n"]:
+            print(f"claim-bearing items only (n={cb['n']}: {cb['n_supported']} supported): AUROC "
+                  + ", ".join(f"{k} {v:.3f}" for k, v in cb["auroc"].items()))
 
 
 def relevance_accuracy(path: Path, embedder: SentenceEmbedder, n_boot: int,
@@ -322,13 +334,13 @@ def main(argv: list[str] | None = None) -> int:
     generic_flagged = sum(1 for g in generic if extract_claims(g).kind != "claims")
     extra = {
         "begin_generic": {"n": len(generic), "flagged_claimless": generic_flagged},
-        "claimless_scored_whole": dict(zip([r["set"] for r in results], forced_counts, strict=True)),
+        "claimless_ranked_last": dict(zip([r["set"] for r in results], forced_counts, strict=True)),
         "seconds": round(time.perf_counter() - started, 1),
         "manifest": labeller.manifest(),
     }
     print_table(results)
     print(f"\nBEGIN Generic rows: {generic_flagged}/{len(generic)} recognised as making no claim")
-    print(f"claim-less items scored as one whole claim: {extra['claimless_scored_whole']}")
+    print(f"claim-less items (ranked at the bottom by the labeller): {extra['claimless_ranked_last']}")
     print(f"elapsed {extra['seconds']} s")
     if args.json:
         args.json.write_text(json.dumps({"results": results, **extra}, indent=2))

@@ -95,8 +95,115 @@ def _fuse(first: str, second: str) -> str:
     return f"{first.rstrip('.')}, and {second[0].lower()}{second[1:]}"
 
 
+_PRONOUN_START = re.compile(r"^(?:He|She|It|They|The (?:film|band|album|song|company|book|city|town|game|show))\b")
+_WORDS = re.compile(r"[A-Za-z][a-z]{3,}")
+
+
+def _resolve_pronoun(sentence: str, title: str) -> str | None:
+    """"He was born in 1950." → "John Smith was born in 1950.": claims name what the passage
+    refers to by a pronoun (the passage's title names it)."""
+    m = _PRONOUN_START.match(sentence)
+    if not m or not title:
+        return None
+    return title + sentence[m.end():]
+
+
+def _paraphrase(sentence: str, rng: random.Random) -> str | None:
+    """A looser restatement: a third of the droppable words gone, clauses reordered when possible."""
+    words = sentence.split()
+    droppable = [i for i, w in enumerate(words) if i > 0 and w.islower() and not any(c.isdigit() for c in w)
+                 and len(w) > 2]
+    if len(droppable) < 4:
+        return None
+    drop = set(rng.sample(droppable, max(2, len(droppable) // 3)))
+    shorter = " ".join(w for i, w in enumerate(words) if i not in drop)
+    return _reorder(shorter) or shorter
+
+
+def _span(sentence: str, rng: random.Random) -> str | None:
+    """A contiguous stretch of at least six words (extractive answers copy fragments)."""
+    words = sentence.rstrip(".").split()
+    if len(words) < 10:
+        return None
+    length = rng.randint(6, len(words) - 3)
+    start = rng.randint(0, len(words) - length)
+    return " ".join(words[start:start + length]) + "."
+
+
+# Common rewordings a generator makes; each side is a plain content word or phrase.
+_SYNONYMS = {
+    "film": "movie", "movie": "film", "began": "started", "started": "began", "founded": "established",
+    "established": "founded", "located": "situated", "largest": "biggest", "known": "famous",
+    "famous": "well known", "died": "passed away", "received": "got", "won": "earned", "released": "put out",
+    "created": "made", "written": "penned", "directed": "helmed", "city": "town", "company": "firm",
+    "several": "many", "also": "additionally", "named": "called", "called": "named", "produced": "made",
+    "award": "prize", "member": "part", "originally": "first", "formed": "founded", "worked": "served",
+}
+_FILLERS = ("actually", "originally", "really", "famously", "eventually", "notably", "later", "widely")
+
+
+def _reword(sentence: str, rng: random.Random) -> str | None:
+    """A reworded restatement: up to two words swapped for a synonym and an adverb inserted, as a
+    generator paraphrases (coverage and word pairs drop although the fact is unchanged)."""
+    words = sentence.split()
+    spots = [i for i, w in enumerate(words) if w.lower().strip(",.") in _SYNONYMS]
+    if not spots:
+        return None
+    for i in rng.sample(spots, min(2, len(spots))):
+        core = words[i].lower().strip(",.")
+        words[i] = words[i].lower().replace(core, _SYNONYMS[core])
+    if len(words) > 4:
+        words.insert(rng.randint(1, len(words) - 2), rng.choice(_FILLERS))
+    return " ".join(words)
+
+
+def _added_detail(sentence: str, donor: str, rng: random.Random) -> str | None:
+    """The sentence with one unsupported detail appended: a name, a year or a phrase taken from
+    another paragraph (partial support: everything else is in the evidence)."""
+    names = [m.group() for m in _CAP.finditer(donor) if m.group() not in sentence]
+    options = [f" in {rng.randint(1900, 2015)}"]
+    if names:
+        options += [f" with {rng.choice(names)}", f" in {rng.choice(names)}"]
+    donor_words = donor.rstrip(".").split()
+    if len(donor_words) >= 8:
+        start = rng.randint(0, len(donor_words) - 4)
+        options.append(", " + " ".join(donor_words[start:start + 4]))
+    return sentence.rstrip(". ") + rng.choice(options) + "."
+
+
+def _swap_word(sentence: str, donor: str, rng: random.Random) -> str | None:
+    """One lower-case content word replaced by a content word of another paragraph."""
+    mine = [m for m in _WORDS.finditer(sentence) if m.group().islower() and m.start() > 0]
+    theirs = [w for w in _WORDS.findall(donor) if w.islower() and w not in sentence]
+    if not mine or not theirs:
+        return None
+    m = rng.choice(mine)
+    return sentence[:m.start()] + str(rng.choice(theirs)) + sentence[m.end():]
+
+
+def _topic_shift(donor_sentence: str, title: str) -> str | None:
+    """A sentence about another subject with that subject renamed to the passage's: a fabrication
+    that names the right entity."""
+    m = _CAP.search(" " + donor_sentence)
+    if not m or not title or title in donor_sentence:
+        return None
+    start, end = m.start() - 1, m.end() - 1
+    return donor_sentence[:start] + title + donor_sentence[end:]
+
+
+def _half_and_half(sentence: str, donor_sentence: str) -> str | None:
+    """The first half of a supported sentence finished by the second half of an unrelated one."""
+    a, b = sentence.rstrip(".").split(), donor_sentence.rstrip(".").split()
+    if len(a) < 8 or len(b) < 8:
+        return None
+    return " ".join(a[: len(a) // 2] + b[len(b) // 2:]) + "."
+
+
 def synthesise(path: Path, seed: int = 7, max_questions: int = 500) -> list[tuple[str, list[Passage], int, str]]:
-    """(claim, evidence passages, label, kind) rows from a HotpotQA-style JSONL file."""
+    """(claim, evidence passages, label, kind) rows from a HotpotQA-style JSONL file.
+
+    Evidence is the two supporting paragraphs plus two distractor paragraphs (a retriever's top 4);
+    the paragraph that not-supported claims borrow from is never among them."""
     rng = random.Random(seed)
     rows: list[tuple[str, list[Passage], int, str]] = []
     with open(path, encoding="utf-8") as fh:
@@ -104,34 +211,64 @@ def synthesise(path: Path, seed: int = 7, max_questions: int = 500) -> list[tupl
     for q in questions:
         gold = [c for c in q["contexts"] if c.get("is_supporting")]
         other = [c for c in q["contexts"] if not c.get("is_supporting")]
-        if not gold or not other:
+        if not gold or len(other) < 3:
             continue
-        passages = [Passage(c["id"], c["paragraph_text"]) for c in gold]
+        rng.shuffle(other)
+        donor_ctx, retrieved = other[0], other[1:3]
+        passages = [Passage(c["id"], c["paragraph_text"]) for c in gold + retrieved]
         source = rng.choice(gold)
         sentences = [s for s in split_sentences(source["paragraph_text"]) if len(s.split()) >= 7]
         if not sentences:
             continue
         s = rng.choice(sentences)
-        distractor = rng.choice(other)["paragraph_text"]
+        distractor = donor_ctx["paragraph_text"]
         d_sentences = [x for x in split_sentences(distractor) if len(x.split()) >= 6] or [distractor]
         d = rng.choice(d_sentences)
+        title = source.get("title", "")
         candidates: list[tuple[str | None, int, str]] = [
             (s, 1, "exact"), (_first_clause(s), 1, "first_clause"), (_drop_words(s, rng), 1, "dropped_words"),
             (_perturb_number(s, rng), 0, "number"), (_perturb_name(s, distractor, rng), 0, "name"),
             (_negate(s), 0, "negation"), (f"{s.rstrip('.')}, and {d[0].lower()}{d[1:]}", 0, "borrowed_clause"),
             (d, 0, "distractor_sentence"), (_reorder(s), 1, "reordered"),
+            (_paraphrase(s, rng), 1, "paraphrase"), (_reword(s, rng), 1, "reworded"),
+            (_span(s, rng), 1, "extractive_span"),
+            (_resolve_pronoun(s, title), 1, "pronoun_resolved"),
+            (_added_detail(s, distractor, rng), 0, "added_detail"), (_swap_word(s, distractor, rng), 0, "swapped_word"),
+            (_topic_shift(d, title), 0, "topic_shift"), (_half_and_half(s, d), 0, "half_and_half"),
         ]
         others = [x for x in sentences if x != s]
         if others:
             candidates.append((_fuse(s, rng.choice(others)), 1, "fused"))
+        second = [c for c in gold if c is not source]
+        if second:
+            t_sentences = [x for x in split_sentences(second[0]["paragraph_text"]) if len(x.split()) >= 6]
+            if t_sentences:
+                head = _first_clause(s) or s
+                candidates.append((_fuse(head, rng.choice(t_sentences)), 1, "cross_passage_fused"))
         rows.extend((c, passages, label, kind) for c, label, kind in candidates if c)
     return rows
 
 
-def _fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1e-2) -> np.ndarray:
+def _fit_logistic(x: np.ndarray, y: np.ndarray, kinds: Sequence[str] | None = None,
+                  signs: Sequence[int] | None = None, l2: float = 1e-2) -> np.ndarray:
+    """L2-regularised logistic regression, bias first.
+
+    Each class carries half the total weight; with ``kinds``, each kind of synthetic claim carries an
+    equal share of its class (so the fit does not favour whichever perturbation yields most rows).
+    ``signs`` constrains each coefficient's sign (+1: ≥ 0, −1: ≤ 0, 0: free): more evidence must not
+    lower support.
+    """
     from scipy.optimize import minimize
 
-    weight = np.where(y == 1, 0.5 / y.mean(), 0.5 / (1 - y.mean()))
+    if kinds is None:
+        weight = np.where(y == 1, 0.5 / y.mean(), 0.5 / (1 - y.mean()))
+    else:
+        count: dict[tuple[str, float], int] = {}
+        for k, label in zip(kinds, y, strict=True):
+            count[(k, float(label))] = count.get((k, float(label)), 0) + 1
+        per_class = {c: sum(1 for (_, lab) in count if lab == c) for c in (0.0, 1.0)}
+        weight = np.array([0.5 * len(y) / (per_class[float(label)] * count[(k, float(label))])
+                           for k, label in zip(kinds, y, strict=True)])
     xb = np.hstack([np.ones((len(x), 1)), x])
 
     def loss(w: np.ndarray) -> tuple[float, np.ndarray]:
@@ -143,7 +280,10 @@ def _fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1e-2) -> np.ndarray:
         reg = l2 * np.r_[0.0, w[1:]]
         return nll + 0.5 * l2 * float(w[1:] @ w[1:]), grad + reg
 
-    result = minimize(loss, np.zeros(xb.shape[1]), jac=True, method="L-BFGS-B")
+    bounds: list[tuple[float | None, float | None]] = [(None, None)]
+    for sign in signs if signs is not None else [0] * x.shape[1]:
+        bounds.append((0.0, None) if sign > 0 else (None, 0.0) if sign < 0 else (None, None))
+    result = minimize(loss, np.zeros(xb.shape[1]), jac=True, method="L-BFGS-B", bounds=bounds)
     return np.asarray(result.x)
 
 
@@ -156,7 +296,8 @@ def calibrate(path: Path, embedder: SentenceEmbedder | None = None, seed: int = 
     feats = _features(labeller, [(c, p) for c, p, _, _ in rows])
     x = np.array([f for f in feats])
     y = np.array([label for _, _, label, _ in rows], dtype=float)
-    w = _fit_logistic(x, y)
+    kinds = [kind for *_, kind in rows]
+    w = _fit_logistic(x, y, kinds=kinds, signs=[-1 if n.startswith("missing") else 1 for n in FEATURE_NAMES])
     p = 1 / (1 + np.exp(-(w[0] + x @ w[1:])))
     kinds = sorted({k for *_, k in rows})
     per_kind = {k: round(float(np.mean([(p[i] >= 0.5) == (y[i] == 1) for i, r in enumerate(rows) if r[3] == k])), 3)

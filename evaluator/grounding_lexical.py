@@ -41,6 +41,8 @@ NEGATIONS = _wordlist(
     """
 )
 NEGATION_SCOPE = 3
+#: "not only", "not just", "not merely": an additive, not a negation
+_NOT_NEGATING_NEXT = frozenset({"only", "just", "merely", "simply"})
 # Capitalised at the start of a text but not names: interjections and sentence adverbs.
 _NOT_NAMES = _wordlist(
     """
@@ -154,7 +156,10 @@ def features(text: str) -> TextFeatures:
         if low in NEGATIONS or low.endswith("n't"):
             # "no" is a determiner negation only before a content word ("no evidence"); "no but",
             # "no, it is" are an interjection.
+            # "not only / not just X, but Y" asserts X; it negates nothing.
             nxt = tokens[i + 1].lower() if i + 1 < len(tokens) else ""
+            if low == "not" and nxt in _NOT_NEGATING_NEXT:
+                continue
             if low != "no" or (nxt and nxt not in STOPWORDS):
                 negations += 1
                 scope_left = NEGATION_SCOPE
@@ -244,9 +249,13 @@ def bigram_coverage(claim: TextFeatures, evidence: TextFeatures) -> float:
     """Share of the claim's content bigrams found in the evidence; word order and pairing matter here,
     which unigram coverage cannot see ("A beat B" vs "B beat A" aside, it catches recombined facts)."""
     grams = claim.pairs
+    unigram = coverage(claim, evidence)
     if not grams:
-        return coverage(claim, evidence)
-    return len(grams & evidence.loose_pairs) / len(grams)
+        return unigram
+    # Shrunk toward unigram coverage by one pseudo-pair: a short claim with one or two pairs would
+    # otherwise swing between 0 and 1 on a single rewording ("based in Foxborough" vs "play in
+    # Foxborough"); a long claim's value barely moves.
+    return (len(grams & evidence.loose_pairs) + unigram) / (len(grams) + 1)
 
 
 def _number_found(value: float, pool: frozenset[float]) -> bool:
