@@ -99,6 +99,9 @@ class TextFeatures:
     #: content stems in the scope of a negation: up to NEGATION_SCOPE content words after a cue,
     #: within its clause ("did not reduce blood pressure" negates reduce, blood, pressure)
     negated: frozenset[str] = frozenset()
+    #: the first content stem after each negation cue: what the negation is about ("did not
+    #: *reduce* blood pressure", "no *rule* against")
+    negated_heads: frozenset[str] = frozenset()
 
     @property
     def stem_set(self) -> frozenset[str]:
@@ -115,8 +118,10 @@ def stem(word: str) -> str:
             continue
         if suffix == "es" and not w[:-2].endswith(("s", "x", "z", "ch", "sh")):
             continue  # "metres" → "metre" (the "s" rule), but "boxes" → "box"
-        return w[: -len(suffix)] + ("y" if suffix == "ies" else "")
-    return w
+        w = w[: -len(suffix)] + ("y" if suffix == "ies" else "")
+        break
+    # A final silent "e" goes too, so "reduce" and "reduced", "base" and "based" meet ("reduc", "bas").
+    return w[:-1] if len(w) >= 4 and w.endswith("e") and not w.endswith("ee") else w
 
 
 def _to_number(raw: str) -> float | None:
@@ -145,6 +150,7 @@ def features(text: str) -> TextFeatures:
     entities: set[str] = set()
     negations = 0
     negated: set[str] = set()
+    heads: set[str] = set()
     scope_left = 0
     prev_number: float | None = None
     for i, tok in enumerate(tokens):
@@ -175,6 +181,8 @@ def features(text: str) -> TextFeatures:
                 stems.append(tok.rstrip("%"))
                 stem_segments.append(segment)
                 if scope_left:
+                    if scope_left == NEGATION_SCOPE:
+                        heads.add(stems[-1])
                     negated.add(stems[-1])
                     scope_left -= 1
                 continue
@@ -198,6 +206,8 @@ def features(text: str) -> TextFeatures:
         stems.append(stem(low))
         stem_segments.append(segment)
         if scope_left:
+            if scope_left == NEGATION_SCOPE:
+                heads.add(stems[-1])
             negated.add(stems[-1])
             scope_left -= 1
     pairs = set()
@@ -209,7 +219,8 @@ def features(text: str) -> TextFeatures:
         if j + 2 < len(stems) and stem_segments[j + 2] == stem_segments[j]:
             loose.add((stems[j], stems[j + 2]))
     return TextFeatures(tuple(stems), frozenset(numbers), frozenset(years), frozenset(months),
-                        frozenset(entities), negations, frozenset(pairs), frozenset(loose), frozenset(negated))
+                        frozenset(entities), negations, frozenset(pairs), frozenset(loose), frozenset(negated),
+                        frozenset(heads))
 
 
 def merge(items: Iterable[TextFeatures]) -> TextFeatures:
@@ -223,8 +234,10 @@ def merge(items: Iterable[TextFeatures]) -> TextFeatures:
     pairs: set[tuple[str, str]] = set()
     loose: set[tuple[str, str]] = set()
     negated: set[str] = set()
+    heads: set[str] = set()
     for f in items:
         negated |= f.negated
+        heads |= f.negated_heads
         stems.extend(f.stems)
         pairs |= f.pairs
         loose |= f.loose_pairs
@@ -234,7 +247,8 @@ def merge(items: Iterable[TextFeatures]) -> TextFeatures:
         entities |= f.entities
         negations += f.negations
     return TextFeatures(tuple(stems), frozenset(numbers), frozenset(years), frozenset(months),
-                        frozenset(entities), negations, frozenset(pairs), frozenset(loose), frozenset(negated))
+                        frozenset(entities), negations, frozenset(pairs), frozenset(loose), frozenset(negated),
+                        frozenset(heads))
 
 
 def coverage(claim: TextFeatures, evidence: TextFeatures) -> float:
@@ -304,11 +318,11 @@ def number_conflict(claim: TextFeatures, aligned: TextFeatures) -> bool:
 
 
 def negation_mismatch(claim: TextFeatures, aligned: TextFeatures) -> bool:
-    """One side negates what the other states: a word in the scope of a negation on one side appears
-    un-negated on the other. A negation elsewhere in a long sentence, or a bare "no," / "not really,"
-    (scope ended by punctuation), is not a mismatch."""
-    claim_only = (claim.negated & aligned.stem_set) - aligned.negated
-    aligned_only = (aligned.negated & claim.stem_set) - claim.negated
+    """One side negates what the other states: the word a negation is about (the first content word
+    after the cue) appears un-negated on the other side. A negation elsewhere in a long sentence, a
+    bare "no," / "not really," (scope ended by punctuation), or "not only X, but Y", is not a mismatch."""
+    claim_only = (claim.negated_heads & aligned.stem_set) - aligned.negated
+    aligned_only = (aligned.negated_heads & claim.stem_set) - claim.negated
     return bool(claim_only or aligned_only)
 
 

@@ -76,8 +76,8 @@ class SupportWeights:
     coverage: float = 1.47
     bigram: float = 1.93
     cosine: float = 0.0
-    missing_numbers: float = 1.56
-    missing_entities: float = 1.49
+    missing_numbers: float = 1.57
+    missing_entities: float = 1.48
 
 
 @dataclass(frozen=True)
