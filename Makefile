@@ -40,8 +40,10 @@ typecheck: $(STAMP)
 	@ln -sfn ../../examples build/typecheck/ragtrace_examples
 	cd build/typecheck && ../../$(VENV)/bin/mypy --config-file ../../pyproject.toml -p ragtrace -p ragtrace_collector -p ragtrace_evaluator -p ragtrace_examples
 
+# make test runs the slow tests too (SmolLM2 as eRAG reader and as a served LLM judge, ~1 min);
+# a bare `pytest` skips them for a quick loop.
 pytest: $(STAMP)
-	$(PY) -m pytest
+	RAGTRACE_SLOW_TESTS=1 $(PY) -m pytest
 
 test: lint typecheck pytest
 
