@@ -195,7 +195,11 @@ def load_jsonl(path: str | Path, name: str | None = None) -> LabelSet:
         except json.JSONDecodeError as exc:
             raise CompareError(f"{p}:{i}: not valid JSON ({exc.msg}); expected one record per line") from exc
         labels.append(parse_record(rec, f"{p}:{i}"))
-    return label_set(name or str(p), "file", labels)
+    if name is None:
+        # Name the side by its release when the file holds one, so reports read "v1 (labels-v1.jsonl)".
+        releases = {lab.release for lab in labels if lab.release}
+        name = f"{releases.pop()} ({p.name})" if len(releases) == 1 else str(p)
+    return label_set(name, "file", labels)
 
 
 def check_manifests(baseline: LabelSet, candidate: LabelSet, *, force: bool = False) -> list[str]:

@@ -261,3 +261,16 @@ def test_an_unwritable_report_path_is_a_usage_error(story_files: tuple[Path, Pat
     code = compare_main(["--baseline", str(story_files[0]), "--candidate", str(story_files[1]),
                          "--resamples", "200", "--json", str(blocker / "out.json")])
     assert code == 2 and "cannot write" in capsys.readouterr().err
+
+
+def test_a_file_side_is_named_by_its_release(tmp_path: Path) -> None:
+    from ragtrace_evaluator.compare_records import load_jsonl
+
+    one = tmp_path / "labels-a.jsonl"
+    one.write_text(json.dumps({"query_id": "q1", "gold_in_context": True, "pass": True, "release": "v7"}) + "\n")
+    mixed = tmp_path / "labels-b.jsonl"
+    mixed.write_text("\n".join(json.dumps({"query_id": f"q{i}", "gold_in_context": True, "pass": True,
+                                            "release": f"v{i}"}) for i in range(2)) + "\n")
+    assert load_jsonl(one).name == "v7 (labels-a.jsonl)"
+    assert load_jsonl(mixed).name == str(mixed)
+    assert load_jsonl(one, name="mine").name == "mine"
