@@ -94,8 +94,8 @@ class ExtractedClaims:
 def split_sentences(text: str) -> list[str]:
     """Sentences of ``text`` in order; bullets and blank-line paragraphs also end a sentence.
 
-    A period after a known abbreviation or a single capital (an initial) does not end a sentence,
-    and neither does one inside a number ("3.5").
+    A period after a known abbreviation, a single capital (an initial) or a run of initials
+    ("A.V.", "J.R.R.") does not end a sentence, and neither does one inside a number ("3.5").
     """
     text = text.strip()
     if not text:
@@ -106,7 +106,7 @@ def split_sentences(text: str) -> list[str]:
         candidate = text[start:match.start()].rstrip()
         last = candidate.rsplit(None, 1)[-1] if candidate else ""
         stem = last.rstrip(".").lower().lstrip("(\"'")
-        if last.endswith(".") and (stem in _ABBREVIATIONS or re.fullmatch(r"[a-z]", stem)):
+        if last.endswith(".") and (stem in _ABBREVIATIONS or re.fullmatch(r"[a-z](?:\.[a-z])*", stem)):
             continue
         pieces.append(candidate)
         start = match.end()
@@ -119,10 +119,25 @@ def split_sentences(text: str) -> list[str]:
     return out
 
 
+def _split_points(sentence: str) -> list[str]:
+    """``sentence`` cut at each clause boundary, except the ", and" that closes a list ("poets,
+    songwriters, and novelists"): one whose preceding comma-separated item is at most two words."""
+    pieces: list[str] = []
+    start = 0
+    for m in _CLAUSE_SPLIT.finditer(sentence):
+        before = sentence[start:m.start()]
+        if m.group().startswith(",") and "," in before and len(_WORD.findall(before.rsplit(",", 1)[1])) <= 2:
+            continue
+        pieces.append(before)
+        start = m.end()
+    pieces.append(sentence[start:])
+    return pieces
+
+
 def split_clauses(sentence: str, min_words: int = 4) -> list[str]:
     """Split a sentence at semicolons and clause-level conjunctions when both sides have at least
     ``min_words`` words; otherwise keep it whole."""
-    parts = [p.strip() for p in _CLAUSE_SPLIT.split(sentence) if p and p.strip()]
+    parts = [p.strip() for p in _split_points(sentence) if p and p.strip()]
     if len(parts) <= 1:
         return [sentence.strip()]
     merged: list[str] = []

@@ -200,7 +200,8 @@ def features(text: str) -> TextFeatures:
             continue
         # A capital is a name unless it starts the text; a text-initial capital counts only when the
         # same word does not also appear in lower case later (then it is a common word).
-        if tok[0].isupper() and len(tok) > 1 and (
+        # Month names and number words are dates and numbers (checked as such), not names.
+        if tok[0].isupper() and len(tok) > 1 and low not in MONTHS and low not in _NUMBER_WORDS and (
                 i > first_word or (low not in tokens[i + 1:] and low not in _NOT_NAMES)):
             entities.add(low)
         stems.append(stem(low))

@@ -69,3 +69,10 @@ def test_a_question_that_presupposes_a_fact_claims_it() -> None:
     assert extract_claims("Wow! Did you know that Google Chrome is a freeware web browser?").claims == (
         "Google Chrome is a freeware web browser.",)
     assert extract_claims("Do you know what the tallest tower is?").kind == "generic"
+
+
+def test_a_list_closed_by_and_is_not_split_and_initials_do_not_end_a_sentence() -> None:
+    listed = "The festival invited poets, songwriters, and novelists from over a dozen countries."
+    assert extract_claims(listed).claims == (listed,)
+    assert extract_claims('Annie Zaleski of "The A.V. Club" deemed it a standout on the album.').claims == (
+        'Annie Zaleski of "The A.V. Club" deemed it a standout on the album.',)
