@@ -12,7 +12,7 @@ import signal
 import sys
 import textwrap
 from collections.abc import Iterable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -28,6 +28,7 @@ from ragtrace_collector.store import (
     default_store_path,
     load_migrations,
     open_store,
+    parse_time_bound,
 )
 
 assert DEFAULT_TENANT == STORE_DEFAULT_TENANT
@@ -121,20 +122,6 @@ def serve_main(argv: list[str]) -> int:
 
 
 # --- traces ------------------------------------------------------------------------------------
-def _parse_time(text: str | None, name: str) -> datetime | None:
-    if text is None:
-        return None
-    try:
-        return datetime.now(UTC) - timedelta(seconds=parse_duration(text))
-    except ValueError:
-        pass
-    try:
-        dt = datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(f"--{name} {text!r}: give an ISO time (2026-01-31T12:00) or an age (15m, 6h, 2d)") from None
-    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
-
-
 def traces_main(argv: list[str]) -> int:
     if argv and argv[0] == "show":
         return _traces_show(argv[1:])
@@ -149,7 +136,7 @@ def traces_main(argv: list[str]) -> int:
     p.add_argument("--json", action="store_true", help="one JSON object per trace (JSON Lines)")
     a = p.parse_args(argv)
     try:
-        since, until = _parse_time(a.since, "since"), _parse_time(a.until, "until")
+        since, until = parse_time_bound(a.since, "since"), parse_time_bound(a.until, "until")
     except ValueError as exc:
         p.error(str(exc))
     if a.limit <= 0:

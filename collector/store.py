@@ -13,7 +13,7 @@ import re
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from ragtrace_collector.records import (
     DocumentRef,
     TraceRecord,
 )
+from ragtrace_collector.settings import parse_duration
 
 ENV_STORE = "RAGTRACE_STORE"
 DEFAULT_TENANT = "default"
@@ -360,6 +361,24 @@ def _last_span(rows: list[tuple[Any, ...]], with_content: bool) -> tuple[Documen
         for r in rows
         if r[2] == last
     )
+
+
+def parse_time_bound(text: str | None, name: str) -> datetime | None:
+    """A `--since`/`--until` bound: an ISO 8601 time (naive means UTC; ``Z`` allowed) or an age
+    before now (``15m``, ``6h``, ``2d``; a leading ``-`` is accepted). Returns an aware UTC time."""
+    if text is None:
+        return None
+    text = text.strip()
+    try:
+        return datetime.now(UTC) - timedelta(seconds=parse_duration(text.removeprefix("-")))
+    except ValueError:
+        pass
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"--{name} {text!r}: give an ISO time (2026-01-31T12:00) or an age (15m, 6h, 2d)") from None
+    return dt.astimezone(UTC) if dt.tzinfo else dt.replace(tzinfo=UTC)
+
 
 
 def open_store(store: str | os.PathLike[str] | None = None, *, migrate: bool = True,

@@ -17,10 +17,11 @@ import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from ragtrace_collector.store import parse_time_bound
 from ragtrace_evaluator.audit_summary import summarise
 from ragtrace_evaluator.failure_modes import Evidence, GoldSource, label_trace
 from ragtrace_evaluator.labeller import GroundingLabeller, GroundingResult, Passage, RelevanceLabeller
@@ -45,22 +46,14 @@ class AuditError(ValueError):
 
 # --- option parsing (shared with the CLI and POST /api/audit) -----------------------------------------
 def parse_time(value: datetime | str | None, name: str) -> datetime | None:
-    """ISO 8601 date/time or a relative ``-1h``/``-30m``/``-7d`` (before now); naive times are UTC."""
-    if value is None:
-        return None
+    """``--since``/``--until`` as a naive UTC time: a datetime, an ISO time or an age (``-1h``, ``7d``)."""
     if isinstance(value, datetime):
         return value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo is not None else value
-    text = value.strip()
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    if len(text) >= 3 and text[0] == "-" and text[-1] in units and text[1:-1].isdigit():
-        return datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=int(text[1:-1]) * units[text[-1]])
     try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise AuditError(f"--{name} {value!r}: use an ISO time (2026-01-31T12:00) or a relative -1h / -7d") from None
-    if parsed.tzinfo is not None:
-        parsed = parsed.astimezone(UTC).replace(tzinfo=None)
-    return parsed
+        parsed = parse_time_bound(value, name)
+    except ValueError as exc:
+        raise AuditError(str(exc)) from None
+    return None if parsed is None else parsed.replace(tzinfo=None)
 
 
 def _factory(modules: Sequence[str], attr: str, name: str) -> Any:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from ragtrace_collector.cli import _parse_time
 from ragtrace_collector.settings import CollectorSettings, parse_duration, parse_tokens
+from ragtrace_collector.store import parse_time_bound
 
 
 def test_arguments_beat_environment_beat_defaults(caplog: pytest.LogCaptureFixture) -> None:
@@ -38,8 +38,12 @@ def test_durations_and_times() -> None:
     assert [parse_duration(x) for x in ("15", "1.5s", "250ms", "2m", "6h", "1d")] == [
         15, 1.5, 0.25, 120, 21600, 86400]
     now = datetime.now(UTC)
-    assert abs((now - _parse_time("6h", "since")) - timedelta(hours=6)) < timedelta(seconds=5)  # type: ignore[operator]
-    assert _parse_time("2026-01-31T12:00", "since") == datetime(2026, 1, 31, 12, tzinfo=UTC)
-    assert _parse_time(None, "since") is None
+    assert abs((now - parse_time_bound("6h", "since")) - timedelta(hours=6)) < timedelta(seconds=5)  # type: ignore[operator]
+    assert parse_time_bound("2026-01-31T12:00", "since") == datetime(2026, 1, 31, 12, tzinfo=UTC)
+    assert parse_time_bound(None, "since") is None
     with pytest.raises(ValueError, match="--until"):
-        _parse_time("yesterday", "until")
+        parse_time_bound("yesterday", "until")
+    # `traces` and `audit` share this parser: ages with a leading '-', 'Z' and offsets normalised to UTC.
+    assert abs((now - parse_time_bound("-2d", "since")) - timedelta(days=2)) < timedelta(seconds=5)  # type: ignore[operator]
+    assert parse_time_bound("2026-01-31T12:00Z", "since") == datetime(2026, 1, 31, 12, tzinfo=UTC)
+    assert parse_time_bound("2026-01-31T14:00+02:00", "since") == datetime(2026, 1, 31, 12, tzinfo=UTC)
