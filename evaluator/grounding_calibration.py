@@ -5,19 +5,25 @@ so its weights must not be fitted to them. Instead, claims are synthesised from 
 (HotpotQA paragraphs, which carry no grounding labels at all) with the errors a generator makes:
 
 supported
-    a sentence of a supporting paragraph; its first clause alone; the sentence with some
-    non-name, non-number content words dropped (a less specific restatement); its clauses in
-    another order; two sentences of the paragraph fused into one claim (answers often combine).
+    a sentence of a supporting paragraph; its first clause alone; a contiguous span of six or more
+    words; the sentence with some (or a third of its) lower-case words dropped, clauses reordered;
+    words swapped for synonyms with an adverb inserted (a rewording); its leading pronoun replaced by
+    the paragraph's title; two sentences fused into one claim, from one paragraph or from both.
 not supported
-    the sentence with a number or year changed, with a name swapped for one from a distractor
-    paragraph, with a negation inserted, extended by a clause borrowed from a distractor paragraph
-    (partial support), or a distractor sentence on the same topic.
+    the sentence with a number or year changed, a name swapped for one from an unretrieved
+    paragraph, a negation inserted, an unsupported detail (a year, a name, a phrase) added, one
+    content word swapped, a clause borrowed from an unretrieved paragraph, or its second half
+    replaced by an unrelated sentence's; an unretrieved paragraph's sentence, as is or with its
+    subject renamed to the supporting paragraph's title (a fabrication about the right entity).
 
-Evidence is the question's supporting paragraphs. Negated sentences are synthesised (they test the
-contradiction check) but left out of the support fit, since no support feature can see a negation.
-A class-balanced, L2-regularised logistic
-regression on the five support features (see :mod:`ragtrace_evaluator.grounding_offline`) gives the
-weights; the decision threshold stays at 0.5 (equal costs).
+Evidence is the question's two supporting paragraphs plus two of its distractor paragraphs (a
+retriever's top 4); the paragraph the negatives borrow from is never among them. Negated sentences
+are synthesised (they test the contradiction check) but left out of the support fit, since no
+support feature can see a negation. An L2-regularised logistic regression on the five support
+features (see :mod:`ragtrace_evaluator.grounding_offline`) gives the weights: each kind of claim
+carries an equal share of its class, the classes weigh the same, and the signs are fixed a priori
+(evidence never lowers support, a missing number or name never raises it). The decision threshold
+stays at 0.5 (equal costs).
 """
 
 from __future__ import annotations

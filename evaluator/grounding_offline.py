@@ -14,13 +14,15 @@ when no NLI model is configured. Per claim (see :mod:`ragtrace_evaluator.claims`
        support = 1 / (1 + e^−z)
 
    The weights are *not* fitted to the BEGIN/WiCE dev sets: they come from a logistic regression on
-   synthetic claims built from HotpotQA paragraphs — supporting sentences and paraphrase-like
-   subsets of them (supported), and the same sentences with a swapped number, year, name, an added
-   negation, a clause borrowed from a distractor paragraph, or a distractor sentence on the same
-   topic (not supported). ``benchmarks/grounding_accuracy.py --calibrate`` reproduces them.
+   synthetic claims built from HotpotQA paragraphs (17 kinds: extractive, reworded, fused and
+   pronoun-resolved claims as supported; swapped numbers, years, names and words, added details,
+   borrowed clauses and topic-shifted sentences as not supported), each kind weighted equally and
+   the signs constrained. ``benchmarks/grounding_accuracy.py --calibrate`` reproduces them.
 3. **Contradiction** fires when the aligned sentence conflicts with the claim on a number or date,
-   a negation, or a substituted name; its strength is how much of the rest of the claim that
-   sentence covers (a conflict with an unrelated sentence is not a contradiction)::
+   a negation (of the word it is about), or a substituted name; a number or name conflicts only if
+   the whole aligned passage lacks it (the claim may combine two of its sentences). Its strength is
+   how much of the rest of the claim that sentence covers (a conflict with an unrelated sentence is
+   not a contradiction)::
 
        contradiction = coverage(claim, aligned) if conflict else 0
 
@@ -99,10 +101,6 @@ class ClaimFeatures:
     aligned_coverage: float
     conflict: str | None
     passage_index: int | None
-    #: share of the claim's content stems found anywhere in the aligned passage
-    passage_coverage: float = 0.0
-    #: coverage by the single aligned sentence
-    sentence_coverage: float = 0.0
 
     def vector(self) -> list[float]:
         return [self.coverage, self.bigram, self.cosine, self.missing_numbers, self.missing_entities]
@@ -184,8 +182,6 @@ class OfflineGroundingLabeller:
             aligned_coverage=aligned_cov,
             conflict=conflict,
             passage_index=owners[best],
-            passage_coverage=coverage(cf, passage_feats),
-            sentence_coverage=coverage(cf, aligned),
         )
 
     @staticmethod
