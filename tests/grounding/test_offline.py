@@ -148,3 +148,15 @@ def test_cache_is_bounded_least_recently_used_first(embedder) -> None:  # type: 
     assert small.misses == 4 and small.hits == 1
     small.embed(["two"])
     assert small.hits == 2  # kept: "three" was the least recently used
+
+
+def test_a_name_stated_elsewhere_in_the_passage_is_no_substitution(offline) -> None:  # type: ignore[no-untyped-def]
+    # The claim joins two sentences of one page: the aligned sentence lacks "Gustave" and names
+    # "Paris", but the page states both, so nothing is contradicted.
+    page = Passage("page", "The Eiffel Tower was completed in March 1889 in Paris. Tickets are sold online. "
+                           "The lifts were renovated in 1983. Visitors climb to the second floor by stairs. "
+                           "The engineering company of Gustave Eiffel designed it.")
+    result = offline.judge("The Eiffel Tower, designed by the company of Gustave Eiffel, was completed in 1889.",
+                           [page])
+    assert result.verdict != "contradicted", result
+    assert result.claims[0].contradiction == 0.0
