@@ -51,6 +51,9 @@ class TraceRecord:
     #: retrieved when the instrumentation did not record it)
     context: tuple[DocumentRef, ...] = ()
     gold_ids: tuple[str, ...] = ()
+    #: the reference (correct) answer when one is known: sent on the root span
+    #: (``ragtrace.reference.answer``) or imported by query id (`ragtrace labels import REFS.jsonl`)
+    reference: str | None = None
     #: the root span has arrived (children may still be missing)
     complete: bool = True
     #: the context was derived rather than recorded by the SDK
@@ -73,5 +76,5 @@ class TraceRecord:
             "release": self.release, "service": self.service, "environment": self.environment,
             "start_time": self.start_time.isoformat() if isinstance(self.start_time, datetime) else None,
             "gold_ids": list(self.gold_ids), "retrieved": docs(self.retrieved), "reranked": docs(self.reranked),
-            "context": docs(self.context), "context_derived": self.context_derived,
+            "context": docs(self.context), "context_derived": self.context_derived, "reference": self.reference,
         }

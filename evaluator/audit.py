@@ -217,7 +217,7 @@ def label_batch(records: Sequence[Any], *, grounding: GroundingLabeller | None,
             judged[i] = res
     out = []
     for rec, ev, gen in zip(records, evidence, judged, strict=True):
-        lab = label_trace(ev, gen)
+        lab = label_trace(ev, gen, answer=rec.answer, reference=rec.reference)
         out.append(lab.record(trace_id=rec.trace_id, query_id=rec.query_id, release=rec.release,
                               service=rec.service, manifest_id=manifest_id))
     return out

@@ -173,16 +173,70 @@ def _write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
 
 
 # --- ragtrace labels import ---------------------------------------------------------------------------
+KINDS = ("auto", "qrels", "references")
+
+
+class ReferenceFormatError(ValueError):
+    """A reference answers file that cannot be read; the message names the line and the fix."""
+
+
 def _labels_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ragtrace labels", description="Gold labels for the audit.")
     sub = p.add_subparsers(dest="action", required=True)
-    imp = sub.add_parser("import", help="import TREC qrels keyed by ragtrace.query.id (source 'qrels')",
-                         description="Import TREC qrels ('query_id iteration doc_id relevance'); query_id is the "
-                         "ragtrace.query.id attribute of the root span. Re-importing replaces earlier judgements.")
-    imp.add_argument("qrels", help="TREC qrels file")
+    imp = sub.add_parser(
+        "import", help="import TREC qrels or reference answers keyed by ragtrace.query.id",
+        description="Import TREC qrels ('query_id iteration doc_id relevance': the relevant documents, source "
+        "'qrels') or reference answers (JSON Lines {\"query_id\": ..., \"reference\": \"...\"}: the correct "
+        "answer, which makes the audit score answers by correctness). query_id is the ragtrace.query.id "
+        "attribute of the root span. Re-importing replaces earlier judgements and references.")
+    imp.add_argument("file", metavar="FILE", help="TREC qrels file or reference answers (.jsonl)")
+    imp.add_argument("--kind", choices=KINDS, default="auto",
+                     help="what FILE holds (default auto: JSON Lines are references, anything else qrels)")
     imp.add_argument("--store", help="embedded store directory or server URL (default: $RAGTRACE_STORE)")
     imp.add_argument("--tenant", default="default")
     return p
+
+
+def detect_kind(path: str | Path) -> str:
+    """'references' when the first non-blank line is a JSON object, else 'qrels'."""
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if line.strip():
+                return "references" if line.lstrip().startswith("{") else "qrels"
+    return "qrels"
+
+
+_REF_SHAPE = 'each line must be a JSON object {"query_id": "q1", "reference": "the correct answer"}'
+
+
+def read_references(path: str | Path) -> dict[str, str]:
+    """Reference answers from JSON Lines, by query id (a later line for the same id wins).
+
+    Raises `ReferenceFormatError` naming the line and what to fix; `FileNotFoundError` as usual.
+    """
+    refs: dict[str, str] = {}
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            where = f"{path} line {n}"
+            try:
+                obj = json.loads(line)
+            except ValueError as exc:
+                raise ReferenceFormatError(f"{where}: not valid JSON ({exc}); {_REF_SHAPE}") from None
+            if not isinstance(obj, dict):
+                raise ReferenceFormatError(f"{where}: not an object (a JSON {type(obj).__name__}); {_REF_SHAPE}")
+            qid, ref = obj.get("query_id"), obj.get("reference")
+            if isinstance(qid, int) and not isinstance(qid, bool):
+                qid = str(qid)
+            if not isinstance(qid, str) or not qid.strip():
+                raise ReferenceFormatError(f"{where}: 'query_id' must be a non-empty string (the root span's "
+                                           f"ragtrace.query.id), got {qid!r}; {_REF_SHAPE}")
+            if not isinstance(ref, str) or not ref.strip():
+                raise ReferenceFormatError(f"{where}: 'reference' must be a non-empty string (the correct answer), "
+                                           f"got {ref!r}; {_REF_SHAPE}")
+            refs[qid.strip()] = ref.strip()
+    return refs
 
 
 def labels_main(argv: list[str]) -> int:
@@ -191,12 +245,18 @@ def labels_main(argv: list[str]) -> int:
     from ragtrace_evaluator.trec import TrecFormatError, read_qrels
 
     try:
-        qrels = read_qrels(args.qrels)
+        kind = detect_kind(args.file) if args.kind == "auto" else args.kind
+        qrels, refs = ({}, read_references(args.file)) if kind == "references" else (read_qrels(args.file), {})
     except FileNotFoundError:
-        print(f"ragtrace labels import: {args.qrels}: no such file", file=sys.stderr)
+        print(f"ragtrace labels import: {args.file}: no such file", file=sys.stderr)
         return 2
-    except TrecFormatError as exc:
-        print(f"ragtrace labels import: {exc}", file=sys.stderr)
+    except (TrecFormatError, ReferenceFormatError) as exc:
+        if args.kind == "auto":
+            hint = f" (read as {kind}; give --kind qrels or --kind references if that is wrong)"
+        else:
+            looks = detect_kind(args.file)
+            hint = "" if looks == kind else f" (the file looks like {looks}: use --kind {looks})"
+        print(f"ragtrace labels import: {exc}{hint}", file=sys.stderr)
         return 2
     try:
         store = open_store(args.store)
@@ -204,14 +264,40 @@ def labels_main(argv: list[str]) -> int:
         print(f"ragtrace labels import: {exc}", file=sys.stderr)
         return 1
     with store:
-        summary = import_qrels(store, qrels, tenant=args.tenant)
-    print(f"imported {summary['judgements']} judgements ({summary['relevant']} relevant) for "
-          f"{summary['queries']} queries into {store.location}; {summary['matched_queries']} of those query ids "
-          "match stored traces")
+        if kind == "references":
+            summary = import_references(store, refs, tenant=args.tenant)
+            print(f"imported {summary['queries']} reference answers into {store.location}; "
+                  f"{summary['matched_queries']} of those query ids match stored traces")
+        else:
+            summary = import_qrels(store, qrels, tenant=args.tenant)
+            print(f"imported {summary['judgements']} judgements ({summary['relevant']} relevant) for "
+                  f"{summary['queries']} queries into {store.location}; {summary['matched_queries']} of those "
+                  "query ids match stored traces")
     if summary["queries"] and not summary["matched_queries"]:
-        print("note: no stored trace carries these query ids yet (ragtrace.query.id on the root span); "
-              "the gold applies as soon as such traces arrive", file=sys.stderr)
+        print(f"note: no stored trace carries these query ids yet (ragtrace.query.id on the root span); "
+              f"the {'references apply' if kind == 'references' else 'gold applies'} as soon as such traces "
+              "arrive", file=sys.stderr)
     return 0
+
+
+def _matched_queries(store: Any, tenant: str, query_ids: list[str]) -> int:
+    matched = store.query_rows(
+        f"SELECT count(DISTINCT query_id) FROM {store.table('queries')} FINAL "
+        "WHERE tenant = {tenant:String} AND query_id IN {qids:Array(String)}",
+        {"tenant": tenant, "qids": query_ids},
+    )
+    return int(matched[0][0]) if matched else 0
+
+
+def import_references(store: Any, refs: dict[str, str], *, tenant: str = "default") -> dict[str, int]:
+    """Write reference answers into ``reference_answers`` (source 'import', keyed by query id; a
+    re-import replaces the earlier reference)."""
+    now = datetime.now(UTC)
+    rows = [(tenant, qid, "", ref, "import", now) for qid, ref in refs.items()]
+    for i in range(0, len(rows), 50_000):
+        store.insert("reference_answers", rows[i : i + 50_000],
+                     ["tenant", "query_id", "trace_id", "reference", "source", "added_at"])
+    return {"queries": len(rows), "matched_queries": _matched_queries(store, tenant, list(refs))}
 
 
 def import_qrels(store: Any, qrels: dict[str, dict[str, int]], *, tenant: str = "default") -> dict[str, int]:
@@ -221,10 +307,5 @@ def import_qrels(store: Any, qrels: dict[str, dict[str, int]], *, tenant: str = 
     for i in range(0, len(rows), 50_000):
         store.insert("gold", rows[i : i + 50_000],
                      ["tenant", "query_id", "trace_id", "doc_id", "relevance", "source", "added_at"])
-    matched = store.query_rows(
-        f"SELECT count(DISTINCT query_id) FROM {store.table('queries')} FINAL "
-        "WHERE tenant = {tenant:String} AND query_id IN {qids:Array(String)}",
-        {"tenant": tenant, "qids": list(qrels)},
-    )
     return {"judgements": len(rows), "relevant": sum(1 for r in rows if r[4] > 0), "queries": len(qrels),
-            "matched_queries": int(matched[0][0]) if matched else 0}
+            "matched_queries": _matched_queries(store, tenant, list(qrels))}

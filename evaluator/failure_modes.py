@@ -23,14 +23,22 @@ Primary failure mode, the first that applies (precedence):
 5. ``ok``.
 When G is unknown only ``fabrication`` and ``ok`` can be decided.
 
-End-to-end quality (``pass``/``score``) does not look at G: ``score`` is the mean support of the
-answer's claims against C (a contradicted claim counts 0), ``pass`` = every claim entailed and none
-contradicted. Abstentions and claim-less answers have ``score`` None (undefined) and do not pass;
-they are reported apart (abstention rate, justified refusals).
+End-to-end quality (``pass``/``score``) does not look at G. Its basis (``score_basis``) is:
+- ``reference`` when the query's reference answer is known (imported by query id, or sent on the
+  root span): ``score`` = answer correctness = the share of the reference's content tokens found in
+  the answer (reference recall, `reference_recall`), ``pass`` = score >= ``REFERENCE_PASS_THRESHOLD``
+  and every number of the reference is in the answer.
+  An answer grounded in the wrong passage states the wrong value and falls, however well grounded.
+- ``grounding`` otherwise: ``score`` is the mean support of the answer's claims against C (a
+  contradicted claim counts 0), ``pass`` = every claim entailed and none contradicted.
+Either way abstentions (and, on the grounding basis, claim-less answers) have ``score`` None
+(undefined) and do not pass; they are reported apart (abstention rate, justified refusals).
 """
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -45,8 +53,13 @@ GoldSource = Literal["span", "qrels", "labeller", "none"]
 GENERATION_CLASSES = ("entailed", "not_entailed", "abstained")
 #: per-trace list metrics, computed on R at cutoff 5 with binary gains
 LIST_MEASURES = ("recall_5", "P_5", "recip_rank", "ndcg_cut_5", "success_5")
-#: version of the formulas in this module; part of the labeller manifest
-FORMULA_VERSION = "failure-modes/1"
+#: end-to-end score basis: correctness against a known reference answer, else groundedness in C
+ScoreBasis = Literal["reference", "grounding"]
+#: a reference-scored answer passes when it contains at least this share of the reference's content tokens
+REFERENCE_PASS_THRESHOLD = 0.5
+#: version of the formulas in this module; part of the labeller manifest. /2: ``score``/``pass``
+#: against the reference answer when one is known (``score_basis``), groundedness otherwise.
+FORMULA_VERSION = "failure-modes/2;reference-recall>=0.5+numbers"
 
 
 @dataclass(frozen=True)
@@ -94,6 +107,8 @@ class TraceLabel:
     metrics: dict[str, float | None]
     #: the answer's supported claims cite gold passages only through non-gold ones (see module doc)
     grounded_elsewhere: bool
+    #: what ``score``/``pass`` measure (None when the answer was not judged)
+    score_basis: ScoreBasis | None = None
 
     def record(self, *, trace_id: str, query_id: str, release: str, service: str,
                manifest_id: str) -> dict[str, Any]:
@@ -140,6 +155,7 @@ class TraceLabel:
             },
             "pass": self.passed,
             "score": self.score,
+            "score_basis": self.score_basis,
             "confidence": self.confidence,
         }
 
@@ -184,6 +200,65 @@ def answer_quality(gen: GroundingResult | None) -> tuple[bool, float | None]:
     return passed, score
 
 
+# Function words that say nothing about correctness; a reference made only of them keeps them all.
+_FUNCTION_WORDS = (
+    "a an the of in on at to for from by with and or but is are was were be been being it its this that these "
+    "those as into than then there their they he she his her him we our you your i me my do does did has have "
+    "had not no so such which who whom whose what when where why how about over under after before"
+)
+_STOPWORDS = frozenset(_FUNCTION_WORDS.split())
+_TOKEN = re.compile(r"\d+(?:[.,]\d+)*|[^\W_]+")
+
+
+def _content_tokens(text: str) -> list[str]:
+    """Lower-cased word and number tokens without function words (``1,465`` and ``1465`` are one
+    number; accents are folded, punctuation dropped)."""
+    folded = unicodedata.normalize("NFKD", text.casefold())
+    folded = "".join(ch for ch in folded if not unicodedata.combining(ch))
+    tokens = []
+    for tok in _TOKEN.findall(folded):
+        if tok[0].isdigit():
+            tok = re.sub(r"(?<=\d),(?=\d{3}\b)", "", tok)  # thousands separators
+        tokens.append(tok)
+    content = [t for t in tokens if t not in _STOPWORDS]
+    return content or tokens
+
+
+def reference_recall(answer: str, reference: str) -> float | None:
+    """Answer correctness against a reference answer: the share of the reference's distinct content
+    tokens (words, numbers, names; function words dropped) that occur in the answer. Recall rather
+    than F1 so a full-sentence answer to a short reference ("1,465") is not penalised for its length.
+    None when the reference has no tokens (it cannot decide anything)."""
+    ref = set(_content_tokens(reference))
+    if not ref:
+        return None
+    ans = set(_content_tokens(answer))
+    return len(ref & ans) / len(ref)
+
+
+def answer_correctness(gen: GroundingResult | None, answer: str | None,
+                       reference: str | None) -> tuple[bool, float | None, ScoreBasis | None]:
+    """``(pass, score, basis)``: against ``reference`` when it is known and usable, else `answer_quality`.
+
+    Abstentions stay undefined (score None, not passed) on either basis; ``gen`` None (the answer
+    was not judged: ``stages="retrieval"`` or no answer) gives ``(False, None, None)``.
+    """
+    if gen is None:
+        return False, None, None
+    if reference is not None and reference.strip():
+        if gen.abstained or not answer:
+            return False, None, "reference"
+        score = reference_recall(answer, reference)
+        if score is not None:
+            # numbers are the facts most often wrong with the wording right ("0 degrees" for "100
+            # degrees"): an answer missing one of the reference's numbers does not pass
+            ref_numbers = {t for t in _content_tokens(reference) if t[0].isdigit()}
+            numbers_ok = ref_numbers <= set(_content_tokens(answer))
+            return score >= REFERENCE_PASS_THRESHOLD and numbers_ok, score, "reference"
+    passed, grounded = answer_quality(gen)
+    return passed, grounded, "grounding"
+
+
 def _grounded_elsewhere(gen: GroundingResult, gold: frozenset[str]) -> bool:
     """Supported claims exist and none of them cites a gold passage."""
     supported = [c for c in gen.claims if c.verdict == "entailed"]
@@ -212,12 +287,14 @@ def primary_mode(retrieval: RetrievalLabel, ranking: RankingLabel, gen: Groundin
     return "ok", elsewhere
 
 
-def label_trace(ev: Evidence, gen: GroundingResult | None) -> TraceLabel:
-    """All labels of one query. ``gen`` is None when only retrieval stages are audited."""
+def label_trace(ev: Evidence, gen: GroundingResult | None, *, answer: str | None = None,
+                reference: str | None = None) -> TraceLabel:
+    """All labels of one query. ``gen`` is None when only retrieval stages are audited. With a
+    ``reference`` answer, ``pass``/``score`` measure ``answer``'s correctness against it."""
     retrieval = retrieval_label(ev)
     ranking = ranking_label(ev, retrieval)
     mode, elsewhere = primary_mode(retrieval, ranking, gen, ev.gold)
-    passed, score = answer_quality(gen)
+    passed, score, basis = answer_correctness(gen, answer, reference)
     refusal_justified = None
     if gen is not None and gen.abstained and retrieval.gold_in_context is not None:
         refusal_justified = not retrieval.gold_in_context
@@ -231,7 +308,7 @@ def label_trace(ev: Evidence, gen: GroundingResult | None) -> TraceLabel:
                                                                    and not retrieval.gold_in_context):
         confidence = min(confidence, gen.confidence)
     return TraceLabel(retrieval, ranking, gen, mode, passed, score, round(confidence, 6), refusal_justified,
-                      metrics, elsewhere)
+                      metrics, elsewhere, basis)
 
 
 def generation_class(record: Mapping[str, Any]) -> str | None:

@@ -2,7 +2,8 @@
 
 1. generate a corpus with ground truth and two releases: the baseline and a candidate with
    injected faults at every boundary (``faults.jsonl`` records which queries each breaks);
-2. start ``ragtrace serve`` on an embedded store (a temporary one unless ``--store``);
+2. import the golden questions' reference answers (``ragtrace labels import references.jsonl``),
+   then start ``ragtrace serve`` on the embedded store (a temporary one unless ``--store``);
 3. run the example RAG service (FastAPI + ragtrace middleware) for each release on a local port
    and send it the golden questions over HTTP; the SDK exports to the collector;
 4. wait until the collector has stored every trace, then audit them *through the server*
@@ -208,6 +209,15 @@ def _ragtrace(args: Sequence[str], log: Path) -> str:
     return proc.stdout
 
 
+def write_references(path: Path, corpus: Corpus) -> Path:
+    """The golden questions' short reference answers (the fact's value) as `ragtrace labels import`
+    reads them, so the audit scores each answer's correctness rather than only its grounding."""
+    with open(path, "w", encoding="utf-8") as fh:
+        for q in corpus.questions:
+            fh.write(json.dumps({"query_id": q.id, "reference": q.answer}) + "\n")
+    return path
+
+
 def run_demo(cfg: DemoConfig) -> DemoResult:
     """Run every step; raises `DemoError` with the failing step and its log."""
     def say(msg: str) -> None:
@@ -231,7 +241,9 @@ def run_demo(cfg: DemoConfig) -> DemoResult:
     say(f"      {summary['documents']} documents ({summary['kinds']}), {summary['questions']} questions; "
         f"{cfg.candidate}: {releases[1].description}")
 
-    say(f"[2/6] ragtrace serve on the embedded store {store}")
+    say(f"[2/6] reference answers (`ragtrace labels import`), then ragtrace serve on the embedded store {store}")
+    refs_path = write_references(out / "references.jsonl", corpus)
+    _ragtrace(["labels", "import", str(refs_path), "--kind", "references", "--store", str(store)], log)
     port = cfg.port or _free_port()
     collector = Collector(store, port, out / "collector.log")
     collector.start()

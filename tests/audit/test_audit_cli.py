@@ -87,3 +87,45 @@ def test_usage_errors_exit_2(store_dir: Path, tmp_path: Path) -> None:
     assert imp.returncode == 2 and "expected 4 fields" in imp.stderr
     plug = _run("audit", "--store", str(store_dir), "--labeller", "py:nowhere.at_all:make")
     assert plug.returncode == 2 and "cannot load nowhere.at_all:make" in plug.stderr
+
+
+def test_labels_import_references_then_audit(store_dir: Path, tmp_path: Path) -> None:
+    refs = tmp_path / "refs.jsonl"
+    refs.write_text('{"query_id": "Q-42", "reference": "100 degrees Celsius"}\n\n{"query_id": "Q-77", '
+                    '"reference": "elsewhere"}\n')
+    imp = _run("labels", "import", str(refs), "--store", str(store_dir))
+    assert imp.returncode == 0, imp.stderr
+    assert "imported 2 reference answers" in imp.stdout and "1 of those query ids match" in imp.stdout
+    per_trace = tmp_path / "labels.jsonl"
+    proc = _run("audit", "--store", str(store_dir), "--labeller", LABELLER, "--relevance-labeller", "none",
+                "--no-resume", "--quiet", "--per-trace", str(per_trace))
+    assert proc.returncode == 0, proc.stderr
+    records = {json.loads(x)["trace_id"]: json.loads(x) for x in per_trace.read_text().splitlines()}
+    # "Water freezes at 0 degrees Celsius." is grounded but wrong: the reference's number is missing
+    qrels_trace = records["c-qrels"]
+    assert qrels_trace["score_basis"] == "reference" and qrels_trace["pass"] is False
+    assert qrels_trace["failure_mode"] == "rank_inversion"  # the failure mode does not move
+    assert {r["score_basis"] for t, r in records.items() if t != "c-qrels"} <= {"grounding", None}
+
+
+def test_labels_import_bad_references_name_the_line(store_dir: Path, tmp_path: Path) -> None:
+    cases = {
+        '{"query_id": "Q1", "reference": "a"}\n{"query_id": "Q2", "reference": "b"\n': ("line 2", "not valid JSON"),
+        '{"query_id": "Q1", "reference": "a"}\n\n{"query_id": "Q3"}\n': ("line 3", "'reference' must be"),
+        '{"reference": "a"}\n': ("line 1", "'query_id' must be"),
+        '{"query_id": "Q1", "reference": "a"}\n["Q2", "b"]\n': ("line 2", "not an object"),
+    }
+    for i, (text, (line, what)) in enumerate(cases.items()):
+        bad = tmp_path / f"bad{i}.jsonl"
+        bad.write_text(text)
+        imp = _run("labels", "import", str(bad), "--store", str(store_dir))
+        assert imp.returncode == 2, imp.stdout
+        assert f"{bad} {line}: {what}" in imp.stderr and '{"query_id": "q1", "reference":' in imp.stderr
+    # forcing the wrong kind says so: a JSON file read as qrels, and qrels read as references
+    forced = _run("labels", "import", str(tmp_path / "bad0.jsonl"), "--kind", "qrels", "--store", str(store_dir))
+    assert forced.returncode == 2 and "the file looks like references: use --kind references" in forced.stderr
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("Q-42 0 gold 1\n")
+    as_refs = _run("labels", "import", str(qrels), "--kind", "references", "--store", str(store_dir))
+    assert as_refs.returncode == 2 and "line 1: not valid JSON" in as_refs.stderr
+    assert "use --kind qrels" in as_refs.stderr

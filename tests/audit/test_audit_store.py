@@ -221,3 +221,43 @@ def test_empty_selection_is_an_empty_report(chdb_store: Any) -> None:
     report = _audit(chdb_store, "audit-nobody")
     assert report["n"] == 0 and report["failure_modes"]["ok"]["rate"] is None
     assert report["failure_modes"]["ok"]["ci95"] is None and report["contingency"]["n"] == 0
+
+
+def test_reference_answers_join_by_query_id_and_score_the_answer(chdb_store: Any) -> None:
+    from ragtrace_evaluator.audit_cli import import_references
+
+    tenant = "audit-refs"
+    traces = [
+        Trace("ref-right", "r1", ["gold", "freeze"], ["gold"], GOOD, gold=["gold"], query_id="QR-1"),
+        Trace("ref-wrong", "r1", ["freeze", "ocean"], ["freeze"], "Water freezes at 0 degrees Celsius.",
+              gold=["gold"], query_id="QR-1"),
+        Trace("ref-span", "r1", ["gold"], ["gold"], GOOD, gold=["gold"], query_id="QR-2"),
+        Trace("ref-none", "r1", ["gold"], ["gold"], GOOD, gold=["gold"], query_id="QR-3"),
+        Trace("ref-noid", "r1", ["gold"], ["gold"], GOOD, gold=["gold"]),
+    ]
+    write_traces(chdb_store, tenant, traces)
+    summary = import_references(chdb_store, {"QR-1": "100 degrees", "QR-2": "imported"}, tenant=tenant)
+    assert summary == {"queries": 2, "matched_queries": 2}
+    # a re-import replaces the reference; another tenant's references never leak in
+    import_references(chdb_store, {"QR-1": "100 degrees Celsius"}, tenant=tenant)
+    import_references(chdb_store, {"QR-3": "other tenant"}, tenant="audit-refs-other")
+    # a reference sent on a trace's root span (trace-keyed) wins over the imported one for that trace
+    chdb_store.insert("reference_answers", [(tenant, "QR-2", "ref-span", "boils at 100", "span", datetime.now(UTC))],
+                      ["tenant", "query_id", "trace_id", "reference", "source", "added_at"])
+    got = {r.trace_id: r.reference for r in chdb_store.read_traces(tenant=tenant)}
+    assert got == {"ref-right": "100 degrees Celsius", "ref-wrong": "100 degrees Celsius",
+                   "ref-span": "boils at 100", "ref-none": None, "ref-noid": None}
+
+    report = _audit(chdb_store, tenant, return_records=True)
+    recs = {r["trace_id"]: r for r in report["records"]}
+    assert (recs["ref-right"]["score"], recs["ref-right"]["pass"], recs["ref-right"]["score_basis"]) == \
+        (1.0, True, "reference")
+    # grounded in the freezing passage, so it passes on grounding; against the reference it is wrong
+    wrong = recs["ref-wrong"]
+    assert wrong["score_basis"] == "reference" and wrong["pass"] is False
+    # 'degrees' and 'celsius' of {100, degrees, celsius}: most of the wording, but the number is wrong
+    assert wrong["score"] == pytest.approx(2 / 3)
+    assert wrong["failure_mode"] == "retrieval_gap"
+    assert recs["ref-none"]["score_basis"] == recs["ref-noid"]["score_basis"] == "grounding"
+    manifest = load_manifest(chdb_store, report["manifest_id"])
+    assert manifest is not None and "reference" in manifest["formula_version"]

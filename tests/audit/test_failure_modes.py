@@ -121,3 +121,35 @@ def test_wilson_against_known_values() -> None:
     lo, hi = wilson_interval(5, 10)  # type: ignore[misc]
     assert (lo, hi) == (pytest.approx(0.23659, abs=1e-4), pytest.approx(0.76341, abs=1e-4))
     assert wilson_interval(0, 0) is None
+
+
+def test_reference_answer_scores_correctness_not_grounding() -> None:
+    from ragtrace_evaluator.failure_modes import REFERENCE_PASS_THRESHOLD, reference_recall
+
+    grounded = gen(claim("entailed", "a", 1.0))
+    # grounded in the wrong passage: passes on grounding, fails against the reference
+    gap = ev(["a"], ["a"], ["a"])
+    no_ref = label_trace(gap, grounded, answer="The town lies at an elevation of 271 metres.")
+    assert (no_ref.passed, no_ref.score, no_ref.score_basis) == (True, pytest.approx(1.0), "grounding")
+    wrong = label_trace(gap, grounded, answer="The town lies at an elevation of 271 metres.", reference="1,465")
+    assert (wrong.passed, wrong.score, wrong.score_basis) == (False, 0.0, "reference")
+    assert wrong.failure_mode == no_ref.failure_mode == "retrieval_gap"  # precedence untouched
+    right = label_trace(CLEAN, grounded, answer="It sits 1465 metres above sea level.", reference="1,465")
+    assert (right.passed, right.score, right.score_basis) == (True, 1.0, "reference")
+    # the share of the reference's content tokens; function words and case do not count
+    half = label_trace(CLEAN, grounded, answer="The mayor is Wanda Smith.", reference="Wanda Stupoux")
+    assert half.score == 0.5 and half.passed is (REFERENCE_PASS_THRESHOLD <= 0.5)
+    assert reference_recall("It received the Sattler prize", "The Sattler Prize") == 1.0
+    # most of the wording but the wrong number: the score says how much, the number decides pass
+    number = label_trace(CLEAN, grounded, answer="It lies 271 metres high.", reference="1,465 metres")
+    assert number.score == 0.5 and number.passed is False
+    assert reference_recall("anything", "  ") is None
+    # abstentions stay undefined; a reference without content tokens falls back to grounding
+    abst = label_trace(CLEAN, ABSTAIN, answer="I don't know.", reference="1,465")
+    assert (abst.passed, abst.score, abst.score_basis) == (False, None, "reference")
+    punct = label_trace(CLEAN, grounded, answer="x", reference="?!")
+    assert punct.score_basis == "grounding"
+    # a retrieval-only audit does not judge the answer
+    assert label_trace(CLEAN, None, answer="1465", reference="1465").score_basis is None
+    rec = wrong.record(trace_id="t", query_id="q", release="r", service="s", manifest_id="m")
+    assert rec["score_basis"] == "reference" and rec["score"] == 0.0 and rec["pass"] is False

@@ -33,10 +33,16 @@ def test_injected_faults_are_labelled_with_their_boundary(tmp_path: Path) -> Non
     assert "<html" in html.lower() and "v2" in html
     compare = json.loads(res.compare_json.read_text(encoding="utf-8"))
     assert compare["tripped"] is True
+    # the reference answers were imported, so pass/score measure correctness: the queries that lost
+    # their evidence fall, and an answer without gold in its context rarely passes
+    lost = next(m for m in compare["movers"] if (m["boundary"], m["direction"]) == ("gold_in_context", "lost"))
+    assert lost["n"] >= 7 and lost["candidate_mean"] < lost["baseline_mean"] - 0.4, lost
+    assert compare["decomposition"]["candidate"]["p_pass_without_gold"] < 0.3, compare["decomposition"]
     # every trace of both releases was stored and labelled
     for release, path in res.labels.items():
         lines = [json.loads(line) for line in path.read_text().splitlines() if line]
         assert len(lines) == 60 and {r["release"] for r in lines} == {release}
+        assert {r["score_basis"] for r in lines} == {"reference"}
     # ground truth written next to the labels, and a review queue with a reviewer to work it
     assert len(res.faults.read_text().splitlines()) == sum(row["n"] for row in check["modes"])
     assert res.reviewer_token and res.review_url.endswith("/review/login")
