@@ -42,9 +42,13 @@ __all__ = [
 ]
 
 METHODS = ("percentile", "bca")
-#: Resample draws are made in blocks of at most this many counts (resamples × queries) to bound
-#: memory (~32 MB of float64 per block). The block size depends only on n, so a seed reproduces
-#: the same replicates whatever the machine.
+#: Resample indices are drawn in blocks of about this many (resamples × queries): 1 MB of indices,
+#: so the indices and the values gathered through them stay in the L2 cache. numpy draws bounded
+#: integers below 2**32 from one continuous stream of 32-bit words, so the replicates do not depend
+#: on the block size: a seed gives the same replicates as one big draw (and as earlier releases).
+_DRAW_CELLS = 131_072
+#: The counts path multiplies counts by columns in blocks of at most this many counts (~32 MB of
+#: float64), so each column is read once per block rather than once per draw block.
 _BLOCK_CELLS = 4_000_000
 #: Up to this many distinct columns, resample sums are gathered directly instead of through counts.
 _GATHER_MAX_COLUMNS = 4
@@ -194,6 +198,68 @@ def _ratio(num: NDArray[np.float64], den: NDArray[np.float64]) -> NDArray[np.flo
     return out
 
 
+def _distinct_columns(values: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.intp]]:
+    """The distinct columns of ``values`` and, per column, the index of its distinct column."""
+    seen: dict[bytes, int] = {}
+    inverse = np.empty(values.shape[1], dtype=np.intp)
+    by_column = np.ascontiguousarray(values.T)
+    keep: list[int] = []
+    for j, column in enumerate(by_column):
+        key = column.tobytes()
+        if key not in seen:
+            seen[key] = len(keep)
+            keep.append(j)
+        inverse[j] = seen[key]
+    return np.ascontiguousarray(by_column[keep].T), inverse
+
+
+def _resample_sums(values: NDArray[np.float64], n_resamples: int,
+                   rng: np.random.Generator) -> NDArray[np.float64]:
+    """Column sums of ``values`` (n × k) over each of ``n_resamples`` resamples of its rows."""
+    n = values.shape[0]
+    # Many columns repeat (every plain mean has an all-ones denominator; a cell share equals a
+    # decomposition term), so only distinct columns are summed, and an all-ones column needs no
+    # work: every resample draws exactly n queries.
+    distinct, inverse = _distinct_columns(values)
+    ones = np.all(distinct == 1.0, axis=0)
+    product_cols = distinct[:, ~ones]
+    k = product_cols.shape[1]
+    partial = np.empty((n_resamples, k))
+    draw_rows = max(1, min(n_resamples, _DRAW_CELLS // n))
+    if k <= _GATHER_MAX_COLUMNS:
+        # Few columns (one statistic alone): summing the drawn values beats counting draws. One
+        # take gathers each drawn query's whole row of values into a cache-sized buffer (mode="clip"
+        # only because take's default mode buffers its output; every index is in range), and one
+        # stacked vector-matrix product sums them per resample.
+        rows = np.ascontiguousarray(product_cols)
+        buf = np.empty((draw_rows, n, k))
+        row_sum = np.ones(n)
+        for start in range(0, n_resamples, draw_rows):
+            b = min(draw_rows, n_resamples - start)
+            idx = rng.integers(0, n, size=(b, n))
+            np.take(rows, idx, axis=0, out=buf[:b], mode="clip")
+            partial[start:start + b] = np.matmul(row_sum, buf[:b])
+    else:
+        # Counts of each query in each resample (the same draws, in the same order), then one
+        # matrix product per large block for every column at once.
+        block = max(draw_rows, (_BLOCK_CELLS // n) // draw_rows * draw_rows)
+        counts = np.empty((min(block, n_resamples), n))
+        for start in range(0, n_resamples, block):
+            b = min(block, n_resamples - start)
+            for sub in range(0, b, draw_rows):
+                r = min(draw_rows, b - sub)
+                idx = rng.integers(0, n, size=(r, n))
+                # The offsets keep the rows apart in one bincount.
+                idx += np.arange(r, dtype=np.intp)[:, None] * n
+                counts[sub:sub + r] = np.bincount(idx.ravel(), minlength=r * n).reshape(r, n)
+            partial[start:start + b] = counts[:b] @ product_cols
+    sums_distinct = np.empty((n_resamples, distinct.shape[1]))
+    sums_distinct[:, ~ones] = partial
+    sums_distinct[:, ones] = float(n)
+    out: NDArray[np.float64] = sums_distinct[:, inverse]
+    return out
+
+
 def paired_bootstrap(
     statistics: Sequence[RatioStatistic],
     *,
@@ -237,33 +303,9 @@ def paired_bootstrap(
     reps_a = np.full((n_resamples, m), np.nan)
     reps_b = np.full((n_resamples, m), np.nan)
     if n > 0:
-        # Many columns repeat (every plain mean has an all-ones denominator; a cell share equals a
-        # decomposition term), so only distinct columns go through the matrix product, and an
-        # all-ones column needs none: every resample draws exactly n queries.
-        distinct, inverse = np.unique(values, axis=1, return_inverse=True)
-        inverse = inverse.reshape(-1)
-        ones = np.all(distinct == 1.0, axis=0)
-        product_cols = distinct[:, ~ones]
-        block = max(1, min(n_resamples, _BLOCK_CELLS // n))
-        for start in range(0, n_resamples, block):
-            b = min(block, n_resamples - start)
-            idx = rng.integers(0, n, size=(b, n))
-            if product_cols.shape[1] <= _GATHER_MAX_COLUMNS:
-                # Few columns (one statistic alone): summing the drawn values beats counting draws.
-                partial = np.empty((b, product_cols.shape[1]))
-                for j in range(product_cols.shape[1]):
-                    partial[:, j] = product_cols[:, j][idx].sum(axis=1)
-            else:
-                # Counts of each query in each resample; the offsets keep rows apart in one bincount.
-                idx += np.arange(b, dtype=idx.dtype)[:, None] * n
-                counts = np.bincount(idx.ravel(), minlength=b * n).reshape(b, n).astype(np.float64)
-                partial = counts @ product_cols
-            sums_distinct = np.empty((b, distinct.shape[1]))
-            sums_distinct[:, ~ones] = partial
-            sums_distinct[:, ones] = float(n)
-            sums = sums_distinct[:, inverse]
-            reps_a[start:start + b] = _ratio(sums[:, :m], sums[:, m:2 * m])
-            reps_b[start:start + b] = _ratio(sums[:, 2 * m:3 * m], sums[:, 3 * m:])
+        sums = _resample_sums(values, n_resamples, rng)
+        reps_a = _ratio(sums[:, :m], sums[:, m:2 * m])
+        reps_b = _ratio(sums[:, 2 * m:3 * m], sums[:, 3 * m:])
     deltas = reps_b - reps_a
     point_d = point_b - point_a
     jack = _jackknife_deltas(values, totals, m) if n > 1 else np.full((max(n, 0), m), np.nan)
