@@ -228,3 +228,29 @@ def test_direct_sums_and_counted_sums_give_the_same_replicates() -> None:
     crowd = paired_bootstrap([mean_statistic("s", x, y), *extra], n_resamples=700, seed=4, warn=False)
     np.testing.assert_allclose(alone.delta_replicates[:, 0], crowd.delta_replicates[:, 0], rtol=0, atol=1e-12)
     assert alone["s"].bca.low == pytest.approx(crowd["s"].bca.low, abs=1e-12)
+
+
+def test_replicates_are_the_documented_draws_whatever_the_block_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The resamples are `default_rng(seed).integers(0, n, (n_resamples, n))`, drawn block by block:
+    # a plain recomputation from one big draw gives the same replicates on the gather path (one
+    # statistic) and on the counts path (many), for a block of one resample, the default block and
+    # a block of every resample.
+    from ragtrace_evaluator import bootstrap
+
+    rng = np.random.default_rng(13)
+    n, resamples = 230, 900
+    x, y = rng.random(n), rng.random(n)
+    gold = (rng.random(n) < 0.6).astype(float)
+    idx = np.random.default_rng(21).integers(0, n, (resamples, n))
+    expected_mean = y[idx].mean(axis=1) - x[idx].mean(axis=1)
+    expected_cond = (y * gold)[idx].sum(axis=1) / gold[idx].sum(axis=1) - x[idx].mean(axis=1)
+    extra = [mean_statistic(f"e{i}", rng.random(n), rng.random(n)) for i in range(4)]
+    for cells in (1, bootstrap._DRAW_CELLS, resamples * n):
+        monkeypatch.setattr(bootstrap, "_DRAW_CELLS", cells)
+        alone = paired_bootstrap([mean_statistic("m", x, y)], n_resamples=resamples, seed=21, warn=False)
+        cond = RatioStatistic("c", x, np.ones(n), y * gold, gold)
+        crowd = paired_bootstrap([mean_statistic("m", x, y), cond, *extra], n_resamples=resamples, seed=21,
+                                 warn=False)
+        np.testing.assert_allclose(alone.delta_replicates[:, 0], expected_mean, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(crowd.delta_replicates[:, 0], expected_mean, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(crowd.delta_replicates[:, 1], expected_cond, rtol=0, atol=1e-12)
