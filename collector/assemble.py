@@ -71,6 +71,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "passages": ("tenant", "content_hash", "content", "content_length", "truncated", "first_seen"),
     "gold": ("tenant", "query_id", "trace_id", "doc_id", "relevance", "source", "added_at"),
     "feedback": ("tenant", "trace_id", "query_id", "span_id", "score", "comment", "added_at"),
+    "reference_answers": ("tenant", "query_id", "trace_id", "reference", "source", "added_at"),
 }
 #: The `spans` columns that vary per span, in the order of the walk's row tuples.
 _SPAN_VARYING = tuple(name for name in COLUMNS["spans"] if name not in ("tenant", "received_at"))
@@ -343,6 +344,13 @@ def assemble(request: ExportTraceServiceRequest, tenant: str, received_ms: int,
                 if gold_ids is not None:  # on the root, or on a nested pipeline span: same trace
                     for doc_id in _str_list(gold_ids):
                         _gold(g, tenant, query_id, trace_id, doc_id, received_ms)
+                reference = other.get(sc.REFERENCE_ANSWER)
+                if reference is not None and _s(reference).strip():  # like gold: any span of the trace
+                    ra = c["reference_answers"]
+                    for col, value in (("tenant", tenant), ("query_id", query_id), ("trace_id", trace_id),
+                                       ("reference", _s(reference).strip()), ("source", "span"),
+                                       ("added_at", received_ms)):
+                        ra[col].append(value)
 
                 if ids or scores or contents or metas or hashes:
                     nbytes += _documents(c, seen_hashes, written, ids, scores, contents, metas, hashes, tenant,

@@ -312,7 +312,7 @@ class Store:
                 gold_by_trace.setdefault(trace_id, set()).add(doc_id)
             elif query_id:
                 gold_by_query.setdefault(query_id, set()).add(doc_id)
-        references = self._references(tenant, ids, [r[1] for r in roots if r[1]])
+        ref_by_trace, ref_by_query = self._references(tenant, ids, [r[1] for r in roots if r[1]])
         answers = self._generation_answers([r[0] for r in roots if r[8] is None], tenant)
         for trace_id, query_id, service, release, env, route, start, query, answer in roots:
             stages = by_trace.get(trace_id, {})
@@ -336,20 +336,24 @@ class Store:
                 answer=answer if answer is not None else answers.get(trace_id),
                 retrieved=retrieved, reranked=reranked, context=context,
                 gold_ids=tuple(sorted(gold)),
-                reference=references.get((query_id, trace_id)) or references.get((query_id, "")),
+                reference=ref_by_trace.get(trace_id) or ref_by_query.get(query_id),
                 complete=True, context_derived=derived,
             )
 
-    def _references(self, tenant: str, trace_ids: list[str], query_ids: list[str]) -> dict[tuple[str, str], str]:
-        """Reference answers by ``(query_id, trace_id)``: imported ones have trace_id '', one sent on
-        a trace's root span carries its trace id (and wins for that trace)."""
+    def _references(self, tenant: str, trace_ids: list[str],
+                    query_ids: list[str]) -> tuple[dict[str, str], dict[str, str]]:
+        """Reference answers ``(by trace id, by query id)``: one sent on a trace's spans
+        (``ragtrace.reference.answer``) is keyed by its trace and wins for that trace; imported ones
+        (trace_id '') apply to every trace of their query id."""
         rows = self.query_rows(
             f"SELECT query_id, trace_id, reference FROM {self.table('reference_answers')} FINAL "
             "WHERE tenant = {tenant:String} AND reference != '' AND (trace_id IN {ids:Array(String)} "
             "OR (trace_id = '' AND query_id IN {qids:Array(String)}))",
             {"tenant": tenant, "ids": trace_ids, "qids": query_ids},
         )
-        return {(q, t): ref for q, t, ref in rows}
+        by_trace = {t: ref for _q, t, ref in rows if t}
+        by_query = {q: ref for q, t, ref in rows if not t}
+        return by_trace, by_query
 
     def _generation_answers(self, trace_ids: list[str], tenant: str) -> dict[str, str]:
         """The answer of a query whose root has none: the last generation span's ``output.value``."""

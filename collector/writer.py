@@ -40,7 +40,7 @@ log = logging.getLogger("ragtrace.collector.writer")
 
 #: Insert order: what a reader joins *to* goes first, the query row (which makes a trace
 #: visible to `read_traces`) last.
-TABLE_ORDER = ("passages", "documents", "spans", "gold", "feedback", "queries")
+TABLE_ORDER = ("passages", "documents", "spans", "gold", "feedback", "reference_answers", "queries")
 _PASSAGE_CACHE = 200_000
 _LZ4_MAGIC = b"\x04\x22\x4d\x18"  # LZ4 frame magic; an OTLP request never starts with it
 

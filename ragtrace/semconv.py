@@ -56,6 +56,8 @@ DOCUMENT_CONTENT_HASH: Final = "document.content_hash"
 # --- ragtrace additions ----------------------------------------------------------------------
 QUERY_ID: Final = "ragtrace.query.id"  # optional stable id, joins with gold labels
 GOLD_DOCUMENT_IDS: Final = "ragtrace.gold.document_ids"  # string array of known-relevant ids
+# optional, on the root span: the reference (correct) answer, so the audit scores correctness
+REFERENCE_ANSWER: Final = "ragtrace.reference.answer"
 CONTEXT_DOCUMENTS: Final = "ragtrace.context.documents"  # exactly what the generator was given
 CONTENT_MODE: Final = "ragtrace.content.mode"  # "full" | "truncate:N" | "hash"
 ANSWER_STREAMED: Final = "ragtrace.answer.streamed"  # bool: the answer was a stream of chunks
