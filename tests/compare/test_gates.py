@@ -55,8 +55,9 @@ def test_a_floor_the_candidate_misses_trips(files: tuple[Path, Path], tmp_path: 
     assert code == 1
     g = rep["gates"][0]
     assert g["tripped"] and g["threshold"] == 0.75 and g["observed"] == pytest.approx(0.66)
-    # The baseline (0.81) clears the floor by ~3 SE: a false alarm under no change is rare but not 0.
-    assert 0 < g["false_alarm"] < 0.05
+    # The baseline (0.81) clears the floor by ~3 SE: under no change a false alarm is rare (about
+    # 0.1%, so a simulation of 1000 resamples may count none at all, which depends on the seed).
+    assert g["false_alarm"] is not None and 0 <= g["false_alarm"] < 0.05
 
 
 def test_include_defaults_keeps_the_stage_gates(files: tuple[Path, Path], tmp_path: Path) -> None:
