@@ -320,18 +320,20 @@ def store_main(argv: list[str]) -> int:
             print(f"pending    {', '.join(pending) or 'none'}")
             if not versions:
                 return 0
-            for table in ("queries", "spans", "documents", "passages", "gold", "feedback", "labels"):
+            for table in ("queries", "spans", "documents", "passages", "gold", "reference_answers", "feedback",
+                          "labels"):
                 try:
                     n = store.query_rows(f"SELECT count() FROM {store.table(table)} FINAL")[0][0]
                 except Exception:
                     continue
-                print(f"{table:<10} {n} rows")
+                print(f"{table:<17} {n} rows")
             return 0
         if a.days < 0:
             p.error("--days must be >= 0")
         return _retention(store, a.days)
 
 
+# Traffic ages out; gold, reference answers and reviews are curated labels and are kept.
 _RETENTION = {"spans": "start_time", "queries": "start_time", "documents": "start_time", "feedback": "added_at",
               "labels": "trace_time"}
 

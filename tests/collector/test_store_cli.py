@@ -24,7 +24,8 @@ def test_migrate_status_retention_and_print(chdb_http_server: str) -> None:
     again = _run("migrate", "--store", url)
     assert again.returncode == 0 and "up to date" in again.stdout
     status = _run("status", "--store", url)
-    assert status.returncode == 0 and "pending    none" in status.stdout and "queries    0 rows" in status.stdout
+    assert status.returncode == 0 and "pending    none" in status.stdout
+    assert "queries           0 rows" in status.stdout and "reference_answers 0 rows" in status.stdout
     ttl = _run("retention", "--store", url, "--days", "30")
     assert ttl.returncode == 0 and "30 day" in ttl.stdout
     store = open_store(url, migrate=False)
