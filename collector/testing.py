@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
+import subprocess
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -164,3 +167,30 @@ def standard_trace(docs: Sequence[Doc], i: int, *, n_candidates: int = 20, top_k
     reranked = [Doc(d.id, d.content, 0.9 - k / 50) for k, d in enumerate(reversed(cands))]
     return TraceSpec(query=f"query {i}", query_id=f"q{i}", retrieved=cands, reranked=reranked,
                      top_k=top_k, **kw)
+
+
+def free_port() -> int:
+    """A TCP port on loopback that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until_ready(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 90) -> None:
+    """Poll ``GET /readyz`` of a `ragtrace serve` child until it answers 200.
+
+    Raises RuntimeError with the tail of the child's log when it exits or the timeout passes.
+    """
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"ragtrace serve exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)  # polling a separate process; there is no event to wait on
+    raise RuntimeError(f"ragtrace serve did not become ready within {timeout:.0f}s:\n{log.read_text()[-3000:]}")

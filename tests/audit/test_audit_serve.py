@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,10 +15,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from ragtrace_collector import testing as otlp
 
 from .fixtures import PASSAGES, QUERY, scenario
-
-otlp = pytest.importorskip("ragtrace_collector.testing", reason="the collector's OTLP builders are needed")
 
 REPO = Path(__file__).resolve().parents[2]
 RAGTRACE = str(Path(sys.executable).with_name("ragtrace"))
@@ -31,32 +29,17 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     store = tmp_path_factory.mktemp("serve-store")
-    port = _free_port()
+    port = otlp.free_port()
     log = (store.parent / "serve.log").open("w")
     proc = subprocess.Popen([RAGTRACE, "serve", "--store", str(store), "--port", str(port), "--tokens",
                              f"{TOKEN}=acme", "--no-fsync", "--batch-interval", "0.1s", "--log-level", "warning"],
                             cwd=REPO, env=_env(), stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"ragtrace serve did not become ready: {(store.parent / 'serve.log').read_text()}")
-            time.sleep(0.2)
+        otlp.wait_until_ready(url, proc, store.parent / "serve.log", timeout=60)
         yield url, store
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -12,12 +11,10 @@ from typing import Any
 import uvicorn
 from ragtrace_collector.app import create_app
 from ragtrace_collector.settings import CollectorSettings
+from ragtrace_collector.testing import free_port
 
+__all__ = ["free_port", "running"]
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextmanager

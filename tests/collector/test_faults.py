@@ -18,7 +18,6 @@ from typing import Any
 
 import httpx
 import orjson
-import pytest
 from ragtrace_collector import testing as T
 from ragtrace_collector.store import open_store
 
@@ -92,20 +91,6 @@ def _serve(store: Path, spool: Path, port: int, log: Path, *extra: str) -> subpr
                             stdout=log.open("ab"), stderr=subprocess.STDOUT)
 
 
-def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"ragtrace serve exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    pytest.fail(f"ragtrace serve did not become ready:\n{log.read_text()[-3000:]}")
-
-
 def _children(pid: int) -> list[int]:
     out = []
     for entry in Path("/proc").iterdir():
@@ -127,7 +112,7 @@ def test_kill_9_during_ingestion_loses_nothing_acknowledged(tmp_path: Path) -> N
     # they are in memory and on disk but not yet in the store.
     proc = _serve(store_dir, spool, port, log, "--batch-interval", "60s", "--batch-max-spans", "1000000",
                   "--ingest-workers", "1")
-    _wait_ready(url, proc, log)
+    T.wait_until_ready(url, proc, log)
     docs = T.corpus(50, size=300)
     acked: list[str] = []
     stop = threading.Event()
@@ -165,7 +150,7 @@ def test_kill_9_during_ingestion_loses_nothing_acknowledged(tmp_path: Path) -> N
 
     proc = _serve(store_dir, spool, port, log)
     try:
-        _wait_ready(url, proc, log)
+        T.wait_until_ready(url, proc, log)
         # while it serves, the embedded store is owned: direct readers are told what to do
         direct = subprocess.run([RAGTRACE, "traces", "--store", str(store_dir)], capture_output=True, text=True,
                                 timeout=120)

@@ -11,7 +11,6 @@ import time
 import uuid
 from pathlib import Path
 
-import httpx
 import orjson
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -37,16 +36,7 @@ def test_sdk_exporter_to_serve_to_clickhouse_http_to_traces_cli(chdb_http_server
                             stdout=log.open("wb"), stderr=subprocess.STDOUT)
     release = f"rel-{uuid.uuid4().hex[:8]}"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"ragtrace serve did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.1)
+        T.wait_until_ready(url, proc, log)
 
         # OpenInference-style spans from a plain OpenTelemetry SDK (no ragtrace SDK involved);
         # limits raised because a reranker span with 2 x 20 documents exceeds the default 128.
