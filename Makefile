@@ -6,7 +6,7 @@ PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 DEMO_ARGS ?=
 
-.PHONY: demo test install lint typecheck pytest clean benchmarks
+.PHONY: demo test install native lint typecheck pytest clean benchmarks
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -22,9 +22,24 @@ $(STAMP): $(PY) pyproject.toml
 	$(PIP) install --quiet gguf accelerate
 	touch $(STAMP)
 
-install: $(STAMP)
+# The collector's compiled attribute walk (collector/native/, ~2x ingest throughput): needs g++,
+# protoc and protobuf's C++ headers, installed from Debian when missing.
+NATIVE := build/native/.built
+$(NATIVE): $(STAMP) collector/native/otlp_walk.cc collector/native/build.py
+	@if ! command -v protoc >/dev/null || ! command -v g++ >/dev/null || \
+	   [ ! -f /usr/include/google/protobuf/message.h ]; then \
+	  echo "installing g++, protobuf-compiler and libprotobuf-dev (Debian) for the native OTLP walk"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq g++ libprotobuf-dev \
+	    protobuf-compiler >/dev/null; \
+	fi
+	$(PY) collector/native/build.py
+	touch $@
 
-demo: $(STAMP)
+native: $(NATIVE)
+
+install: $(STAMP) $(NATIVE)
+
+demo: $(STAMP) $(NATIVE)
 	$(VENV)/bin/ragtrace demo $(DEMO_ARGS)
 
 lint: $(STAMP)
@@ -42,10 +57,10 @@ typecheck: $(STAMP)
 
 # make test runs the slow tests too (SmolLM2 as eRAG reader and as a served LLM judge, ~1 min);
 # a bare `pytest` skips them for a quick loop.
-pytest: $(STAMP)
+pytest: $(STAMP) $(NATIVE)
 	RAGTRACE_SLOW_TESTS=1 $(PY) -m pytest
 
 test: lint typecheck pytest
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info collector/_otlp_native*.so

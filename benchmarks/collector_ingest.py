@@ -7,7 +7,8 @@ What it does:
    passages repeat; ``--corpus 0`` makes every passage unique).
 2. Starts ``ragtrace serve`` (a separate process) on an embedded store, posts the requests over
    loopback from ``--clients`` threads, and stops the clock when the collector's metrics report
-   every query row written (queryable).
+   every query row written (queryable). The collector uses its native walk when it is built
+   (`make native`); ``--python-walk`` first measures it with the Python walk too.
 3. The limit, in this process on its own store: protobuf-parse the same request bodies, and insert
    the same rows straight into the same engine with its fastest input path (Arrow through chDB's
    ``Python()`` table function), all rows in one insert per table. No HTTP, no spool, no walk.
@@ -113,13 +114,15 @@ def post_all(url: str, bodies: list[bytes], clients: int, stop: threading.Event 
 
 
 def measure_collector(bodies: list[bytes], n_traces: int, clients: int, workdir: Path,
-                      overload: float, serve_args: list[str]) -> dict[str, Any]:
+                      overload: float, serve_args: list[str], python_walk: bool = False) -> dict[str, Any]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
+    workdir.mkdir(parents=True, exist_ok=True)
     log = (workdir / "serve.log").open("wb")
+    env = {**os.environ, "RAGTRACE_NATIVE_WALK": "0" if python_walk else "1"}
     proc = subprocess.Popen([RAGTRACE, "serve", "--store", str(workdir / "store"), "--port", str(port),
                              "--spool-dir", str(workdir / "spool"), "--log-level", "warning", *serve_args],
-                            stdout=log, stderr=subprocess.STDOUT)
+                            stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         while True:
             try:
@@ -223,6 +226,8 @@ def main() -> None:
     ap.add_argument("--overload", type=float, default=0.0, help="seconds of overload after the run")
     ap.add_argument("--no-fsync", action="store_true", help="run the collector with --no-fsync")
     ap.add_argument("--ingest-workers", type=int, default=0, help="run the collector with --ingest-workers N")
+    ap.add_argument("--python-walk", action="store_true",
+                    help="also measure the collector with the Python attribute walk (RAGTRACE_NATIVE_WALK=0)")
     a = ap.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="ragtrace-bench-"))
     try:
@@ -232,9 +237,14 @@ def main() -> None:
               f"corpus {a.corpus or 'unique'}; {a.clients} client threads; {os.cpu_count()} cores; "
               f"spool fsync {'off' if a.no_fsync else 'on'}; ingest workers {a.ingest_workers}; "
               f"load average {os.getloadavg()[0]:.1f}")
-        col = measure_collector(bodies, a.traces, a.clients, workdir, a.overload,
-                                (["--no-fsync"] if a.no_fsync else [])
-                                + ["--ingest-workers", str(a.ingest_workers)])
+        serve_args = (["--no-fsync"] if a.no_fsync else []) + ["--ingest-workers", str(a.ingest_workers)]
+        if a.python_walk:
+            py = measure_collector(bodies, a.traces, a.clients, workdir / "python-walk", 0, serve_args,
+                                   python_walk=True)
+            cpu = py["cpu_user"] + py["cpu_system"]
+            print(f"python walk: {a.traces / py['seconds']:,.0f} traces/s, collector CPU "
+                  f"{cpu * 1e6 / a.traces:,.0f} µs per trace ({cpu / py['seconds']:.2f} cores busy)")
+        col = measure_collector(bodies, a.traces, a.clients, workdir, a.overload, serve_args)
         lim = measure_limit(bodies, workdir)
         spans = 4 * a.traces
         limit_s = lim["parse_seconds"] + lim["insert_seconds"]

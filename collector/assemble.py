@@ -21,13 +21,13 @@ the cheapest protobuf access that is right for the expected type.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from ragtrace_collector.records import STAGE_CONTEXT, STAGE_RERANK_INPUT, STAGE_RERANKED, STAGE_RETRIEVED
 
 from ragtrace import semconv as sc
@@ -91,16 +91,21 @@ class Rows:
     messages: list[str] = field(default_factory=list)
     #: approximate memory held, for the writer's bounded queue
     nbytes: int = 0
+    #: rows as Arrow tables (columns in `COLUMNS` order), besides the lists: the native walk
+    #: (`ragtrace_collector.native_walk`) hands over ``documents`` this way
+    arrow: dict[str, list[Any]] = field(default_factory=dict)
 
     def count(self, table: str) -> int:
         first = COLUMNS[table][0]
-        return len(self.cols[table][first])
+        return len(self.cols[table][first]) + sum(int(t.num_rows) for t in self.arrow.get(table, ()))
 
     def extend(self, other: Rows) -> None:
         for table, cols in other.cols.items():
             mine = self.cols[table]
             for name, values in cols.items():
                 mine[name].extend(values)
+        for table, tables in other.arrow.items():
+            self.arrow.setdefault(table, []).extend(tables)
         self.spans += other.spans
         self.rejected += other.rejected
         self.nbytes += other.nbytes
@@ -223,41 +228,25 @@ def _clamp_time(ms: int, received_ms: int) -> int:
 
 
 # --- the walk ----------------------------------------------------------------------------------
-def assemble(request: ExportTraceServiceRequest, tenant: str, received_ms: int,
-             written: Mapping[tuple[str, str], int] | None = None) -> Rows:
-    """All rows of one OTLP request. Never raises on content: bad spans are rejected with a reason.
+#: One span as a walk hands it to `assemble_spans`: (trace_id, span_id, parent_span_id, name,
+#: start_ns, end_ns, status_code, status_message, events_or_None, other, documents_or_None).
+#: ``other`` holds the non-document attributes as JSON-able values. ``documents`` is whatever the
+#: walk's ``on_documents`` callback takes: here the five slot-keyed dicts of `_documents`, in the
+#: native walk an index into its parsed request; None when the span has no document attribute.
+SpanTuple = tuple[Any, ...]
+#: One ResourceSpans: its attributes and its spans, in request order.
+SpanGroup = tuple[dict[str, Any], list[SpanTuple]]
 
-    ``written`` maps (tenant, content hash) of passages the store already has to their length,
-    positive when that copy was the full text (the writer's cache): a full passage sent again
-    with its hash is then not even read.
-    """
-    rows = Rows()
-    c = rows.cols
-    q, g, d = c["queries"], c["gold"], c["documents"]
-    span_rows: list[tuple[Any, ...]] = []
-    seen_hashes: dict[str, int] = {}
-    nbytes = 0
+
+def extract_spans(request: ExportTraceServiceRequest) -> list[SpanGroup]:
+    """The Python walk over a parsed request (`ragtrace_collector.native_walk` is the compiled one)."""
+    groups: list[SpanGroup] = []
     key_get = _KEY_CACHE.get
     for rs in request.resource_spans:
         res_attrs = {kv.key: any_value(kv.value) for kv in rs.resource.attributes}
-        service = _s(res_attrs.get(sc.SERVICE_NAME))
-        release = _s(res_attrs.get(sc.SERVICE_VERSION))
-        environment = _s(res_attrs.get(sc.DEPLOYMENT_ENVIRONMENT))
-        resource_json = orjson.dumps(res_attrs).decode()
+        spans: list[SpanTuple] = []
         for ss in rs.scope_spans:
             for span in ss.spans:
-                tid, sid = span.trace_id, span.span_id
-                if len(tid) != 16 or not any(tid) or len(sid) != 8 or not any(sid):
-                    rows.rejected += 1
-                    rows.note("spans need a 16-byte non-zero trace_id and an 8-byte non-zero span_id")
-                    continue
-                trace_id, span_id = tid.hex(), sid.hex()
-                parent = span.parent_span_id.hex() if span.parent_span_id else ""
-                start_ns, end_ns = span.start_time_unix_nano, span.end_time_unix_nano
-                start_ms = _clamp_time(start_ns // 1_000_000, received_ms)
-                end_ms = end_ns // 1_000_000
-                end_ms = end_ms if start_ms <= end_ms <= start_ms + MAX_CLOCK_SKEW_MS else start_ms
-
                 # The hot loop (hundreds of attributes per span): one cached lookup per key says
                 # whether it is a document field and which; document fields go to one dict per
                 # field keyed by the document's (stage, rank) (last value wins, as for any
@@ -266,7 +255,7 @@ def assemble(request: ExportTraceServiceRequest, tenant: str, received_ms: int,
                 other: dict[str, Any] = {}
                 ids: dict[int, str] = {}
                 scores: dict[int, float | None] = {}
-                contents: dict[int, KeyValue] = {}
+                contents: dict[int, Any] = {}
                 metas: dict[int, str] = {}
                 hashes: dict[int, str] = {}
                 texts = (ids, None, None, metas, hashes)
@@ -293,68 +282,137 @@ def assemble(request: ExportTraceServiceRequest, tenant: str, received_ms: int,
                         v = kv.value
                         text = v.string_value
                         texts[code][slot] = text if text else _as_text(v)  # type: ignore[index]
-
-                kind = _s(other.get(sc.SPAN_KIND)).upper()
-                status = span.status
-                status_code = _STATUS.get(status.code, "UNSET")
-                events = ""
+                events = None
                 if len(span.events) or len(span.links):
-                    events = orjson.dumps({
+                    events = {
                         "events": [{"name": e.name, "time_ms": e.time_unix_nano // 1_000_000,
                                     "attributes": {kv.key: any_value(kv.value) for kv in e.attributes}}
                                    for e in span.events],
                         "links": [{"trace_id": ln.trace_id.hex(), "span_id": ln.span_id.hex()} for ln in span.links],
-                    }).decode()
-                attrs_json = orjson.dumps(other).decode()
-                nbytes += len(attrs_json) + len(events) + 200
+                    }
+                status = span.status
+                docs = (ids, scores, contents, metas, hashes) if ids or scores or contents or metas or hashes else None
+                spans.append((span.trace_id, span.span_id, span.parent_span_id, span.name,
+                              span.start_time_unix_nano, span.end_time_unix_nano, status.code, status.message,
+                              events, other, docs))
+        groups.append((res_attrs, spans))
+    return groups
 
-                span_rows.append((trace_id, span_id, parent, span.name, kind, service, release, environment,
-                                  start_ms, end_ms, status_code, status.message, attrs_json, events,
-                                  resource_json))
-                rows.spans += 1
 
-                annotated = other.get(sc.ANNOTATES_TRACE_ID)
-                query_id = _s(other.get(sc.QUERY_ID))
-                # An annotation names the trace it is about, or only a query id (gold/feedback
-                # attached by `ragtrace.query.id`); either way it is never a query of its own.
-                if annotated is not None or sc.ANNOTATION_KIND in other:
-                    _annotation(rows, tenant, span_id, other, _s(annotated).lower(), query_id, received_ms)
-                    continue
+def python_text(content: Any) -> str:
+    """The text of a ``contents`` value of the Python walk (a KeyValue)."""
+    value = content.value
+    return value.string_value or _as_text(value)
 
-                priority = _root_priority(parent, kind, other)
-                if priority:
-                    answer = other.get(sc.OUTPUT_VALUE)
-                    q["tenant"].append(tenant)
-                    q["trace_id"].append(trace_id)
-                    q["span_id"].append(span_id)
-                    q["query_id"].append(query_id)
-                    q["service"].append(service)
-                    q["release"].append(release)
-                    q["environment"].append(environment)
-                    q["route"].append(_s(other.get(sc.HTTP_ROUTE)))
-                    q["query"].append(_s(other.get(sc.INPUT_VALUE)))
-                    q["answer"].append(None if answer is None else _s(answer))
-                    q["answer_streamed"].append(other.get(sc.ANSWER_STREAMED) is True)
-                    q["status_code"].append(status_code)
-                    q["start_time"].append(start_ms)
-                    q["duration_ms"].append(max(0, end_ns - start_ns) / 1e6 if end_ns else 0.0)
-                    q["root_priority"].append(priority)
-                    q["received_at"].append(received_ms)
-                gold_ids = other.get(sc.GOLD_DOCUMENT_IDS)
-                if gold_ids is not None:  # on the root, or on a nested pipeline span: same trace
-                    for doc_id in _str_list(gold_ids):
-                        _gold(g, tenant, query_id, trace_id, doc_id, received_ms)
-                reference = other.get(sc.REFERENCE_ANSWER)
-                if reference is not None and _s(reference).strip():  # like gold: any span of the trace
-                    ra = c["reference_answers"]
-                    for col, value in (("tenant", tenant), ("query_id", query_id), ("trace_id", trace_id),
-                                       ("reference", _s(reference).strip()), ("source", "span"),
-                                       ("added_at", received_ms)):
-                        ra[col].append(value)
 
-                if ids or scores or contents or metas or hashes:
-                    nbytes += _documents(c, seen_hashes, written, ids, scores, contents, metas, hashes, tenant,
-                                         trace_id, span_id, other, start_ms)
+def value_text(value: Any) -> str:
+    """A non-string attribute value (as `any_value` gives it) as text, as `_as_text` does: the
+    native walk calls this for document ids, hashes, metadata and contents that are not strings."""
+    return value if isinstance(value, str) else orjson.dumps(value).decode()
+
+
+def assemble(request: ExportTraceServiceRequest, tenant: str, received_ms: int,
+             written: Mapping[tuple[str, str], int] | None = None) -> Rows:
+    """All rows of one parsed OTLP request, by the Python walk. Never raises on content: bad spans
+    are rejected with a reason.
+
+    ``written`` maps (tenant, content hash) of passages the store already has to their length,
+    positive when that copy was the full text (the writer's cache): a full passage sent again
+    with its hash is then not even read.
+    """
+    rows = Rows()
+    seen: dict[str, int] = {}
+
+    def on_documents(docs: Any, trace_id: str, span_id: str, other: dict[str, Any], start_ms: int) -> int:
+        top_k, truncating = document_options(other)
+        ids, scores, contents, metas, hashes = docs
+        return _documents(rows.cols, seen, written, ids, scores, contents, metas, hashes, tenant, trace_id, span_id,
+                          top_k, truncating, start_ms, python_text)
+
+    return assemble_spans(rows, extract_spans(request), tenant, received_ms, on_documents)
+
+
+#: ``on_documents(documents, trace_id, span_id, other, start_ms) -> approximate bytes``
+OnDocuments = Callable[[Any, str, str, dict[str, Any], int], int]
+
+
+def assemble_spans(rows: Rows, groups: Iterable[SpanGroup], tenant: str, received_ms: int,
+                   on_documents: OnDocuments) -> Rows:
+    """Fill ``rows`` from a walk's spans: what each span means (a query root, an annotation, gold,
+    a reference answer, a rejected span) is decided here, once for both walks; its documents are
+    handed to ``on_documents``."""
+    c = rows.cols
+    q, g, d = c["queries"], c["gold"], c["documents"]
+    span_rows: list[tuple[Any, ...]] = []
+    nbytes = 0
+    for res_attrs, spans in groups:
+        service = _s(res_attrs.get(sc.SERVICE_NAME))
+        release = _s(res_attrs.get(sc.SERVICE_VERSION))
+        environment = _s(res_attrs.get(sc.DEPLOYMENT_ENVIRONMENT))
+        resource_json = orjson.dumps(res_attrs).decode()
+        for tid, sid, parent_id, name, start_ns, end_ns, code, status_message, events_obj, other, docs in spans:
+            if len(tid) != 16 or not any(tid) or len(sid) != 8 or not any(sid):
+                rows.rejected += 1
+                rows.note("spans need a 16-byte non-zero trace_id and an 8-byte non-zero span_id")
+                continue
+            trace_id, span_id = tid.hex(), sid.hex()
+            parent = parent_id.hex() if parent_id else ""
+            start_ms = _clamp_time(start_ns // 1_000_000, received_ms)
+            end_ms = end_ns // 1_000_000
+            end_ms = end_ms if start_ms <= end_ms <= start_ms + MAX_CLOCK_SKEW_MS else start_ms
+
+            kind = _s(other.get(sc.SPAN_KIND)).upper()
+            status_code = _STATUS.get(code, "UNSET")
+            events = "" if events_obj is None else orjson.dumps(events_obj).decode()
+            attrs_json = orjson.dumps(other).decode()
+            nbytes += len(attrs_json) + len(events) + 200
+
+            span_rows.append((trace_id, span_id, parent, name, kind, service, release, environment,
+                              start_ms, end_ms, status_code, status_message, attrs_json, events,
+                              resource_json))
+            rows.spans += 1
+
+            annotated = other.get(sc.ANNOTATES_TRACE_ID)
+            query_id = _s(other.get(sc.QUERY_ID))
+            # An annotation names the trace it is about, or only a query id (gold/feedback
+            # attached by `ragtrace.query.id`); either way it is never a query of its own.
+            if annotated is not None or sc.ANNOTATION_KIND in other:
+                _annotation(rows, tenant, span_id, other, _s(annotated).lower(), query_id, received_ms)
+                continue
+
+            priority = _root_priority(parent, kind, other)
+            if priority:
+                answer = other.get(sc.OUTPUT_VALUE)
+                q["tenant"].append(tenant)
+                q["trace_id"].append(trace_id)
+                q["span_id"].append(span_id)
+                q["query_id"].append(query_id)
+                q["service"].append(service)
+                q["release"].append(release)
+                q["environment"].append(environment)
+                q["route"].append(_s(other.get(sc.HTTP_ROUTE)))
+                q["query"].append(_s(other.get(sc.INPUT_VALUE)))
+                q["answer"].append(None if answer is None else _s(answer))
+                q["answer_streamed"].append(other.get(sc.ANSWER_STREAMED) is True)
+                q["status_code"].append(status_code)
+                q["start_time"].append(start_ms)
+                q["duration_ms"].append(max(0, end_ns - start_ns) / 1e6 if end_ns else 0.0)
+                q["root_priority"].append(priority)
+                q["received_at"].append(received_ms)
+            gold_ids = other.get(sc.GOLD_DOCUMENT_IDS)
+            if gold_ids is not None:  # on the root, or on a nested pipeline span: same trace
+                for doc_id in _str_list(gold_ids):
+                    _gold(g, tenant, query_id, trace_id, doc_id, received_ms)
+            reference = other.get(sc.REFERENCE_ANSWER)
+            if reference is not None and _s(reference).strip():  # like gold: any span of the trace
+                ra = c["reference_answers"]
+                for col, value in (("tenant", tenant), ("query_id", query_id), ("trace_id", trace_id),
+                                   ("reference", _s(reference).strip()), ("source", "span"),
+                                   ("added_at", received_ms)):
+                    ra[col].append(value)
+
+            if docs is not None:
+                nbytes += on_documents(docs, trace_id, span_id, other, start_ms)
     if span_rows:
         # collected as tuples (one allocation per span); the store takes columns
         n = len(span_rows)
@@ -370,8 +428,10 @@ def assemble(request: ExportTraceServiceRequest, tenant: str, received_ms: int,
     if n_pass:
         c["passages"]["tenant"] = [tenant] * n_pass
         c["passages"]["first_seen"] = [received_ms] * n_pass
-    rows.nbytes = nbytes
+    rows.nbytes += nbytes
     return rows
+
+
 def _s(value: Any) -> str:
     if value is None:
         return ""
@@ -394,19 +454,24 @@ def _root_priority(parent: str, kind: str, other: dict[str, Any]) -> int:
     return 2 if kind == "CHAIN" else 1
 
 
+def document_options(other: dict[str, Any]) -> tuple[int | None, bool]:
+    """What a span's other attributes say about its documents: the reranker's top_k (valid or
+    None), and whether passages may be truncated prefixes. Under the SDK's "truncate:N" mode a
+    passage is a prefix exactly when its text no longer hashes to the full text's hash, sent along."""
+    top_k = other.get(sc.RERANKER_TOP_K)
+    valid = isinstance(top_k, int) and not isinstance(top_k, bool) and 0 <= top_k <= MAX_RANK
+    return (top_k if valid else None), _s(other.get(sc.CONTENT_MODE)).startswith("truncate")
+
+
 def _documents(c: dict[str, dict[str, list[Any]]], seen: dict[str, int],
                written: Mapping[tuple[str, str], int] | None, ids: dict[int, str],
-               scores: dict[int, float | None], contents: dict[int, KeyValue], metas: dict[int, str],
-               hashes: dict[int, str], tenant: str, trace_id: str, span_id: str, other: dict[str, Any],
-               start_ms: int) -> int:
+               scores: dict[int, float | None], contents: dict[int, Any], metas: dict[int, str],
+               hashes: dict[int, str], tenant: str, trace_id: str, span_id: str, top_k: int | None,
+               truncating: bool, start_ms: int, text_of: Callable[[Any], str]) -> int:
     """The ``documents`` rows of one span (and ``passages`` for text not yet seen in this request),
     appended column by column; returns the approximate bytes they hold. ``tenant`` and the arrival
-    time are filled in for the whole request by the caller."""
-    top_k_raw = other.get(sc.RERANKER_TOP_K)
-    top_k = top_k_raw if isinstance(top_k_raw, int) and 0 <= top_k_raw <= MAX_RANK else None
-    # Under the SDK's "truncate:N" mode a passage may be a prefix; it is one exactly when its text
-    # no longer hashes to the hash of the full text that the SDK sent along.
-    truncating = _s(other.get(sc.CONTENT_MODE)).startswith("truncate")
+    time are filled in for the whole request by the caller. ``native/otlp_walk.cc`` mirrors this
+    function step by step: change both."""
     p = c["passages"]
     p_hash, p_content, p_length, p_truncated = p["content_hash"], p["content"], p["content_length"], p["truncated"]
     nbytes = 0
@@ -420,10 +485,9 @@ def _documents(c: dict[str, dict[str, list[Any]]], seen: dict[str, int],
         doc_ids = list(ids.values())
         chashes = list(hashes.values())
         known = written.get if written is not None else _nothing_written
-        for chash, kv in zip(chashes, contents.values(), strict=False):  # aligned or empty
+        for chash, ref in zip(chashes, contents.values(), strict=False):  # aligned or empty
             if chash not in seen and known((tenant, chash), 0) <= 0:
-                value = kv.value
-                content = value.string_value or _as_text(value)
+                content = text_of(ref)
                 if content:
                     n = seen[chash] = len(content)
                     p_hash.append(chash)
@@ -447,7 +511,7 @@ def _documents(c: dict[str, dict[str, list[Any]]], seen: dict[str, int],
             # The text is read when it is needed: to hash it, or for a passage not yet seen in this
             # request (under truncation a longer copy may follow, so it is always read).
             if content_kv is not None and (truncating or not chash or chash not in seen):
-                content = _as_text(content_kv.value)
+                content = text_of(content_kv)
             if content and (truncating or not chash):
                 digest = hashlib.sha256(content.encode("utf-8")).hexdigest()
                 truncated = bool(chash) and chash != digest

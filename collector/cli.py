@@ -103,6 +103,14 @@ def serve_main(argv: list[str]) -> int:
         app = create_app(settings, store)
         print(f"ragtrace collector on http://{settings.host}:{settings.port}  store: {store.location}  "
               f"spool: {settings.spool_path}", flush=True)
+        from ragtrace_collector import native_walk
+
+        if native_walk.enabled():
+            log.info("attribute walk: native (C++ protobuf, collector/native)")
+        elif native_walk.available():
+            log.info("attribute walk: Python (RAGTRACE_NATIVE_WALK=0)")
+        else:
+            log.warning("attribute walk: Python, about half the throughput: %s", native_walk.UNAVAILABLE)
         config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=a.log_level,
                                 timeout_graceful_shutdown=max(1, int(settings.shutdown_timeout)),
                                 access_log=a.log_level == "debug")

@@ -20,8 +20,9 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 import lz4.frame
+from ragtrace_collector import native_walk
 from ragtrace_collector.assemble import Rows, assemble
-from ragtrace_collector.otlp import PROTOBUF, decode
+from ragtrace_collector.otlp import PROTOBUF, OtlpError, parse_request, receive
 from ragtrace_collector.writer import Backpressure
 
 log = logging.getLogger("ragtrace.collector.ingest")
@@ -36,12 +37,20 @@ def decode_and_assemble(body: bytes, ctype: str | None, encoding: str | None, te
     """Rows of one request, and what the spool keeps: the request as protobuf (a JSON or gzip body
     is re-encoded), LZ4-compressed (b"" when no span was accepted). Raises `OtlpError` for
     refused bodies. ``written``: passages the store has (see `assemble`)."""
-    msg, mt = decode(body, ctype, encoding, max_bytes)
-    rows = assemble(msg, tenant, received_ms, written)
+    raw, mt = receive(body, ctype, encoding, max_bytes)
+    if mt == PROTOBUF and native_walk.enabled():
+        try:
+            rows = native_walk.assemble_body(raw, tenant, received_ms, written)
+        except ValueError:
+            parse_request(raw, mt)  # raises OtlpError with the Python parser's reason
+            raise OtlpError(400, "malformed OTLP protobuf body (rejected by the C++ protobuf parser)") from None
+    else:
+        msg = parse_request(raw, mt)
+        rows = assemble(msg, tenant, received_ms, written)
+        if mt != PROTOBUF:
+            raw = msg.SerializeToString()  # the spool keeps protobuf
     if not rows.spans:
         return rows, b""
-    plain_pb = mt == PROTOBUF and (encoding or "identity").strip().lower() in ("", "identity")
-    raw = body if plain_pb else msg.SerializeToString()
     return rows, lz4.frame.compress(raw, compression_level=SPOOL_LZ4_LEVEL)
 
 

@@ -132,13 +132,18 @@ def _fix_ids(obj: Any) -> None:
         obj[key] = base64.b64encode(raw).decode("ascii")
 
 
-def decode(body: bytes, content_type: str | None, content_encoding: str | None,
-           max_bytes: int) -> tuple[ExportTraceServiceRequest, str]:
-    """The whole receive path: media type, size, decompression, parse. Returns (message, media type)."""
+def receive(body: bytes, content_type: str | None, content_encoding: str | None, max_bytes: int) -> tuple[bytes, str]:
+    """Media type, size and decompression of a request body. Returns (decompressed body, media type)."""
     mt = media_type(content_type)
     if len(body) > max_bytes:
         raise OtlpError(413, f"request body of {len(body)} bytes exceeds {max_bytes} (RAGTRACE_MAX_BODY_BYTES)")
-    raw = decompress(body, content_encoding, max_bytes)
+    return decompress(body, content_encoding, max_bytes), mt
+
+
+def decode(body: bytes, content_type: str | None, content_encoding: str | None,
+           max_bytes: int) -> tuple[ExportTraceServiceRequest, str]:
+    """The whole receive path: media type, size, decompression, parse. Returns (message, media type)."""
+    raw, mt = receive(body, content_type, content_encoding, max_bytes)
     return parse_request(raw, mt), mt
 
 

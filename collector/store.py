@@ -42,6 +42,14 @@ class StoreLockedError(StoreError):
     """The embedded store directory is owned by another process."""
 
 
+def arrow_table(columns: dict[str, list[Any]], time_columns: frozenset[str] = frozenset()) -> Any:
+    """Column lists as an Arrow table; ``time_columns`` hold integer milliseconds (UTC)."""
+    import pyarrow as pa
+
+    return pa.table({name: pa.array(values, type=pa.timestamp("ms", tz="UTC")) if name in time_columns
+                     else pa.array(values) for name, values in columns.items()})
+
+
 class _ArrowPathUnavailable(Exception):
     """chDB's Arrow input path is not reachable in this clickhouse-connect version."""
 
@@ -151,20 +159,42 @@ class Store:
 
     def _insert_arrow(self, table: str, columns: dict[str, list[Any]], time_columns: frozenset[str]) -> None:
         try:
-            import pyarrow as pa
+            import pyarrow  # noqa: F401 -- a missing pyarrow means the Native insert path
 
             conn = self.client._backend._handle.conn  # the engine connection clickhouse-connect holds
         except (ImportError, AttributeError) as exc:
             raise _ArrowPathUnavailable(str(exc)) from exc
-        arrays = {}
-        for name, values in columns.items():
-            if name in time_columns:
-                arrays[name] = pa.array(values, type=pa.timestamp("ms", tz="UTC"))
-            else:
-                arrays[name] = pa.array(values)
-        ragtrace_batch = pa.table(arrays)  # noqa: F841 -- chDB's Python() reads it from this frame
-        cols = ", ".join(f"`{c}`" for c in columns)
+        self._insert_arrow_table(conn, table, arrow_table(columns, time_columns))
+
+    def _insert_arrow_table(self, conn: Any, table: str, ragtrace_batch: Any) -> None:
+        # chDB's Python() table function reads `ragtrace_batch` from this frame
+        cols = ", ".join(f"`{c}`" for c in ragtrace_batch.column_names)
         conn.query(f"INSERT INTO {self.table(table)} ({cols}) SELECT {cols} FROM Python(ragtrace_batch)")
+
+    def insert_arrow(self, table: str, tables: list[Any]) -> int:
+        """Insert Arrow tables with the same columns in one statement; returns the row count.
+        Timestamps are DateTime64(3) columns. Embedded: straight through chDB's ``Python()``; a
+        server gets the rows through `insert_columns`' Native insert."""
+        import pyarrow as pa
+
+        combined = tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="default")
+        n = int(combined.num_rows)
+        if n == 0:
+            return 0
+        with self.lock:
+            if self.embedded and self._arrow_ok:
+                try:
+                    conn = self.client._backend._handle.conn
+                except AttributeError:
+                    self._arrow_ok = False
+                else:
+                    self._insert_arrow_table(conn, table, combined)
+                    return n
+        times = frozenset(name for name, col in zip(combined.column_names, combined.columns, strict=True)
+                          if pa.types.is_timestamp(col.type))
+        columns = {name: (col.cast(pa.int64()) if name in times else col).to_pylist()
+                   for name, col in zip(combined.column_names, combined.columns, strict=True)}
+        return self.insert_columns(table, columns, times)
 
     def close(self) -> None:
         # closing a dead connection must not mask the caller's error

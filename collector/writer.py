@@ -35,6 +35,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from ragtrace_collector.assemble import COLUMNS, TIME_COLUMNS, Rows, assemble
 from ragtrace_collector.metrics import Metrics
 from ragtrace_collector.spool import Spool, SpoolError, SpoolFull
+from ragtrace_collector.store import arrow_table
 
 log = logging.getLogger("ragtrace.collector.writer")
 
@@ -278,10 +279,16 @@ class Writer:
         passages = self._new_passages(rows)
         for table in TABLE_ORDER:
             cols = passages if table == "passages" else rows.cols[table]
-            if not cols[COLUMNS[table][0]]:
+            tables = rows.arrow.get(table)
+            if not cols[COLUMNS[table][0]] and not tables:
                 continue
             t0 = time.perf_counter()
-            n = self.store.insert_columns(table, cols, TIME_COLUMNS)
+            if tables:  # from the native walk; rows of Python-walked requests join them: one insert
+                if cols[COLUMNS[table][0]]:
+                    tables = [*tables, arrow_table(cols, TIME_COLUMNS)]
+                n = self.store.insert_arrow(table, tables)
+            else:
+                n = self.store.insert_columns(table, cols, TIME_COLUMNS)
             self.metrics.inc("ragtrace_store_insert_seconds_sum", time.perf_counter() - t0)
             self.metrics.inc("ragtrace_store_insert_seconds_count")
             self.metrics.inc("ragtrace_rows_written_total", n, table=table)

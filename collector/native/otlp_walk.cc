@@ -1,0 +1,793 @@
+// ragtrace_collector._otlp_native: the collector's attribute walk and document rows, compiled.
+//
+// Why: with Python protobuf every attribute costs several Python objects, a ragtrace query carries
+// ~260 attributes (most of them document fields), and turning them into `documents`/`passages`
+// rows in Python is most of the collector's CPU, all of it under the GIL. Here a request is parsed
+// by Google's C++ protobuf runtime (arena-allocated, GIL released) into classes that protoc
+// generated from the official OTLP schema (build.py writes that schema from the descriptors the
+// `opentelemetry-proto` package ships: decoding is protobuf's, not ours). Document fields never
+// become Python objects: their rows come out as Arrow column buffers.
+//
+// The meaning of a span (roots, annotations, gold, references, rejections) is decided once, in
+// Python (`assemble.assemble_spans`), for both walks. What is duplicated is the document logic of
+// `assemble._documents`; tests/collector/test_native_walk.py checks that both walks give the same
+// rows on hand-written and hypothesis-generated requests. Keep the two in step.
+//
+//   request = parse(body)              # ParseError (a ValueError) if it is not a valid request
+//   request.spans() -> [(resource attributes, [span tuple, ...]), ...]
+//       span tuple = (trace_id, span_id, parent_span_id, name, start_ns, end_ns, status_code,
+//                     status_message, events_or_None, other_attributes, ordinal_or_None)
+//       ordinal: the span's index when it has document attributes, for documents()
+//   request.documents(plan, tenant, written) -> (documents columns, passages columns, nbytes)
+//       plan: [(ordinal, trace_id_hex, span_id_hex, start_ms, top_k_or_None, truncating), ...]
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstdint>
+#include <algorithm>
+#include <deque>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <google/protobuf/arena.h>
+#include <google/protobuf/stubs/logging.h>
+
+#include "opentelemetry/proto/collector/trace/v1/trace_service.pb.h"
+
+namespace {
+
+using opentelemetry::proto::collector::trace::v1::ExportTraceServiceRequest;
+using opentelemetry::proto::common::v1::AnyValue;
+using opentelemetry::proto::common::v1::KeyValue;
+using opentelemetry::proto::trace::v1::Span;
+
+// --- configuration (configure(), from ragtrace.semconv and assemble.py: one source of names) ---
+std::vector<std::string> g_prefixes;  // document attribute prefixes, in stage order
+std::vector<std::string> g_stages;    // stage names, same order
+std::vector<std::string> g_fields;    // field names ("document.id", ...) in field-code order
+long long g_max_rank = 0;
+int g_reranked_stage = -1;
+PyObject* g_to_text = nullptr;  // assemble.value_text: a non-string value as text
+PyObject* g_digest = nullptr;   // hex sha256 of a str
+PyObject* g_error = nullptr;    // ParseError
+enum Code { F_ID = 0, F_SCORE = 1, F_CONTENT = 2, F_META = 3, F_HASH = 4 };
+
+struct Ref {  // a strong reference released at scope end
+  PyObject* p;
+  explicit Ref(PyObject* o = nullptr) : p(o) {}
+  ~Ref() { Py_XDECREF(p); }
+  Ref(const Ref&) = delete;
+  Ref& operator=(const Ref&) = delete;
+  PyObject* release() {
+    PyObject* o = p;
+    p = nullptr;
+    return o;
+  }
+};
+
+PyObject* str_of(const std::string& s) {
+  return PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "strict");
+}
+
+// --- AnyValue -> Python, as assemble.any_value ------------------------------------------------
+PyObject* any_value(const AnyValue& v, int depth);
+
+PyObject* kv_dict(const google::protobuf::RepeatedPtrField<KeyValue>& kvs, int depth) {
+  Ref d(PyDict_New());
+  if (!d.p) return nullptr;
+  for (const KeyValue& kv : kvs) {
+    Ref key(str_of(kv.key()));
+    if (!key.p) return nullptr;
+    Ref val(any_value(kv.value(), depth + 1));
+    if (!val.p || PyDict_SetItem(d.p, key.p, val.p) < 0) return nullptr;
+  }
+  return d.release();
+}
+
+PyObject* any_value(const AnyValue& v, int depth) {
+  if (depth > 200) {  // protobuf's recursion limit (100) stops this first; belt and braces
+    PyErr_SetString(g_error, "attribute values nested too deeply");
+    return nullptr;
+  }
+  switch (v.value_case()) {
+    case AnyValue::kStringValue:
+      return str_of(v.string_value());
+    case AnyValue::kIntValue:
+      return PyLong_FromLongLong(v.int_value());
+    case AnyValue::kDoubleValue: {
+      double d = v.double_value();
+      if (std::isfinite(d)) return PyFloat_FromDouble(d);
+      Ref f(PyFloat_FromDouble(d));  // nan/inf as Python's str() spells them, so JSON stays valid
+      return f.p ? PyObject_Str(f.p) : nullptr;
+    }
+    case AnyValue::kBoolValue:
+      return PyBool_FromLong(v.bool_value());
+    case AnyValue::kArrayValue: {
+      const auto& values = v.array_value().values();
+      Ref list(PyList_New(values.size()));
+      if (!list.p) return nullptr;
+      for (int i = 0; i < values.size(); ++i) {
+        PyObject* item = any_value(values[i], depth + 1);
+        if (!item) return nullptr;
+        PyList_SET_ITEM(list.p, i, item);
+      }
+      return list.release();
+    }
+    case AnyValue::kKvlistValue:
+      return kv_dict(v.kvlist_value().values(), depth);
+    case AnyValue::kBytesValue: {
+      const std::string& b = v.bytes_value();
+      Ref raw(PyBytes_FromStringAndSize(b.data(), static_cast<Py_ssize_t>(b.size())));
+      return raw.p ? PyObject_CallMethod(raw.p, "hex", nullptr) : nullptr;
+    }
+    default:
+      Py_RETURN_NONE;
+  }
+}
+
+// Text that is not in the parsed message (values converted from other types, digests) lives here,
+// so that everything else can be a view into the request's arena.
+using Owned = std::deque<std::string>;
+
+// assemble._as_text: a value as text; false with a Python error set on failure.
+bool as_text(const AnyValue& v, Owned* owned, std::string_view* out) {
+  if (v.value_case() == AnyValue::kStringValue) {
+    *out = v.string_value();
+    return true;
+  }
+  if (v.value_case() == AnyValue::VALUE_NOT_SET) {
+    *out = std::string_view();
+    return true;
+  }
+  Ref value(any_value(v, 0));
+  if (!value.p) return false;
+  Ref text(PyUnicode_Check(value.p) ? Py_NewRef(value.p) : PyObject_CallOneArg(g_to_text, value.p));
+  if (!text.p) return false;
+  Py_ssize_t n;
+  const char* s = PyUnicode_AsUTF8AndSize(text.p, &n);
+  if (!s) return false;
+  *out = owned->emplace_back(s, n);
+  return true;
+}
+
+// assemble._as_float: a finite float, or nothing.
+std::optional<double> as_float(const AnyValue& v) {
+  switch (v.value_case()) {
+    case AnyValue::kDoubleValue:
+      if (std::isfinite(v.double_value())) return v.double_value();
+      return std::nullopt;
+    case AnyValue::kIntValue:
+      return static_cast<double>(v.int_value());
+    case AnyValue::kStringValue: {
+      Ref s(str_of(v.string_value()));
+      Ref f(s.p ? PyFloat_FromString(s.p) : nullptr);  // Python's float(): the same spellings
+      if (!f.p) {
+        PyErr_Clear();
+        return std::nullopt;
+      }
+      double d = PyFloat_AS_DOUBLE(f.p);
+      if (std::isfinite(d)) return d;
+      return std::nullopt;
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+// assemble.parse_document_key: (stage * 2^24 + rank, field code), or false. The first prefix
+// followed by "." decides, as in Python.
+bool document_key(const std::string& key, long long* slot, int* code) {
+  for (size_t stage = 0; stage < g_prefixes.size(); ++stage) {
+    const std::string& prefix = g_prefixes[stage];
+    if (key.size() <= prefix.size() || key.compare(0, prefix.size(), prefix) != 0 || key[prefix.size()] != '.')
+      continue;
+    size_t start = prefix.size() + 1;
+    size_t dot = key.find('.', start);
+    if (dot == std::string::npos || dot == start || dot - start > 9) return false;
+    long long rank = 0;
+    for (size_t i = start; i < dot; ++i) {
+      char c = key[i];
+      if (c < '0' || c > '9') return false;
+      rank = rank * 10 + (c - '0');
+    }
+    size_t field_len = key.size() - dot - 1;
+    for (size_t f = 0; f < g_fields.size(); ++f) {
+      if (g_fields[f].size() == field_len && key.compare(dot + 1, field_len, g_fields[f]) == 0) {
+        if (rank > g_max_rank) return false;
+        *slot = (static_cast<long long>(stage) << 24) + rank;
+        *code = static_cast<int>(f);
+        return true;
+      }
+    }
+    return false;
+  }
+  return false;
+}
+
+size_t code_points(std::string_view s) {  // Python's len() of the decoded text
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+std::string prefix_code_points(std::string_view s, size_t count) {  // Python's s[:count]
+  size_t seen = 0, i = 0;
+  for (; i < s.size(); ++i) {
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80 && seen++ == count) break;
+  }
+  return std::string(s.substr(0, i));
+}
+
+// --- one span's document fields: insertion-ordered, last value wins (Python dict semantics) ----
+template <typename T>
+struct SlotMap {
+  std::vector<long long> slots;
+  std::vector<T> values;
+  bool ascending = true;  // the SDK's case: slots arrive in increasing order, no map needed
+  std::unordered_map<long long, size_t> index;  // built only when they do not
+  T& put(long long slot) {
+    if (ascending && (slots.empty() || slot > slots.back())) {
+      slots.push_back(slot);
+      values.emplace_back();
+      return values.back();
+    }
+    if (ascending) {
+      ascending = false;
+      for (size_t i = 0; i < slots.size(); ++i) index.emplace(slots[i], i);
+    }
+    auto [it, inserted] = index.emplace(slot, slots.size());
+    if (inserted) {
+      slots.push_back(slot);
+      values.emplace_back();
+    }
+    return values[it->second];
+  }
+  const T* get(long long slot) const {
+    if (ascending) {
+      auto it = std::lower_bound(slots.begin(), slots.end(), slot);
+      return it == slots.end() || *it != slot ? nullptr : &values[it - slots.begin()];
+    }
+    auto it = index.find(slot);
+    return it == index.end() ? nullptr : &values[it->second];
+  }
+  bool empty() const { return slots.empty(); }
+  size_t size() const { return slots.size(); }
+  bool same_keys(const std::vector<long long>& order) const { return slots == order; }
+};
+
+struct SpanDocuments {
+  SlotMap<std::string_view> ids, metas, hashes;
+  SlotMap<std::optional<double>> scores;
+  SlotMap<const AnyValue*> contents;
+};
+
+bool read_documents(const Span& span, Owned* owned, SpanDocuments* d) {
+  for (const KeyValue& kv : span.attributes()) {
+    long long slot;
+    int code;
+    if (!document_key(kv.key(), &slot, &code)) continue;
+    const AnyValue& v = kv.value();
+    switch (code) {
+      case F_CONTENT:
+        d->contents.put(slot) = &v;  // read only if the text is needed
+        break;
+      case F_SCORE:
+        d->scores.put(slot) = as_float(v);
+        break;
+      default: {
+        SlotMap<std::string_view>& target = code == F_ID ? d->ids : code == F_META ? d->metas : d->hashes;
+        if (!as_text(v, owned, &target.put(slot))) return false;
+      }
+    }
+  }
+  return true;
+}
+
+bool has_documents(const Span& span) {
+  long long slot;
+  int code;
+  for (const KeyValue& kv : span.attributes())
+    if (document_key(kv.key(), &slot, &code)) return true;
+  return false;
+}
+
+// --- Arrow-ready column builders ----------------------------------------------------------------
+struct StrCol {
+  std::vector<int32_t> offsets{0};
+  std::string data;
+  void add(std::string_view s) {
+    data += s;
+    offsets.push_back(static_cast<int32_t>(data.size()));
+  }
+  size_t size() const { return offsets.size() - 1; }
+};
+template <typename T>
+struct NumCol {
+  std::vector<T> values;
+  std::vector<uint8_t> valid;  // 1 = present
+  void add(T v, bool ok = true) {
+    values.push_back(ok ? v : T{});
+    valid.push_back(ok);
+  }
+};
+
+PyObject* bytes_of(const void* p, size_t n) {
+  return PyBytes_FromStringAndSize(static_cast<const char*>(p), static_cast<Py_ssize_t>(n));
+}
+PyObject* str_col(const StrCol& c) {
+  return Py_BuildValue("(sNN)", "str", bytes_of(c.offsets.data(), c.offsets.size() * 4),
+                       bytes_of(c.data.data(), c.data.size()));
+}
+template <typename T>
+PyObject* num_col(const char* kind, const NumCol<T>& c) {
+  return Py_BuildValue("(sNN)", kind, bytes_of(c.values.data(), c.values.size() * sizeof(T)),
+                       bytes_of(c.valid.data(), c.valid.size()));
+}
+
+struct Output {
+  // documents
+  StrCol trace_id, span_id, stage, doc_id, content_hash, metadata;
+  NumCol<int64_t> rank, top_k, start_time;
+  NumCol<double> score;
+  // passages
+  StrCol p_hash, p_content;
+  NumCol<int64_t> p_length;
+  NumCol<uint8_t> p_truncated;
+  std::unordered_map<std::string_view, long long> seen;  // content hash -> length, this request
+  Owned owned;  // text the views above point to that is not in the message
+  long long nbytes = 0;
+};
+
+// written.get((tenant, hash), 0) as in assemble._documents; -1 with an error set on failure.
+long long known_length(PyObject* written, PyObject* tenant, std::string_view hash, bool* err) {
+  if (written == Py_None) return 0;
+  Ref h(PyUnicode_DecodeUTF8(hash.data(), static_cast<Py_ssize_t>(hash.size()), "strict"));
+  Ref key(h.p ? PyTuple_Pack(2, tenant, h.p) : nullptr);
+  if (!key.p) {
+    *err = true;
+    return 0;
+  }
+  PyObject* value;
+  Ref owned;
+  if (PyDict_Check(written)) {
+    value = PyDict_GetItemWithError(written, key.p);  // borrowed
+    if (!value) {
+      if (PyErr_Occurred()) *err = true;
+      return 0;
+    }
+  } else {
+    owned.p = PyObject_CallMethod(written, "get", "Oi", key.p, 0);
+    if (!owned.p) {
+      *err = true;
+      return 0;
+    }
+    value = owned.p;
+  }
+  long long n = PyLong_AsLongLong(value);
+  if (n == -1 && PyErr_Occurred()) {
+    *err = true;
+    return 0;
+  }
+  return n;
+}
+
+bool sha256_hex(std::string_view text, Owned* owned, std::string_view* out) {
+  Ref s(PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "strict"));
+  Ref hex(s.p ? PyObject_CallOneArg(g_digest, s.p) : nullptr);
+  if (!hex.p) return false;
+  Py_ssize_t n;
+  const char* p = PyUnicode_AsUTF8AndSize(hex.p, &n);
+  if (!p) return false;
+  *out = owned->emplace_back(p, n);
+  return true;
+}
+
+void add_passage(Output* o, std::string_view hash, std::string_view content, long long n, bool truncated) {
+  o->p_hash.add(hash);
+  o->p_content.add(content);
+  o->p_length.add(n);
+  o->p_truncated.add(truncated);
+  o->nbytes += n + 120;
+}
+
+// assemble._documents for one span (see there for the reasoning; this mirrors it step by step).
+bool span_documents(const Span& span, PyObject* tenant, PyObject* written, std::string_view trace_id,
+                    std::string_view span_id, long long start_ms, std::optional<long long> top_k, bool truncating,
+                    Output* o) {
+  SpanDocuments d;
+  if (!read_documents(span, &o->owned, &d)) return false;
+  std::vector<long long> slots = d.ids.slots;
+  std::vector<std::string_view> doc_ids, chashes;
+  std::vector<std::optional<double>> score_col;
+  std::vector<std::string_view> meta_col;
+  bool all_ids = true, all_hashes = true;
+  for (const auto& s : d.ids.values) all_ids = all_ids && !s.empty();
+  for (const auto& s : d.hashes.values) all_hashes = all_hashes && !s.empty();
+  bool err = false;
+  if (!truncating && d.hashes.same_keys(slots) && (d.contents.empty() || d.contents.same_keys(slots)) &&
+      (d.scores.empty() || d.scores.same_keys(slots)) && (d.metas.empty() || d.metas.same_keys(slots)) && all_ids &&
+      all_hashes) {
+    // The SDK's shape: text is read only for a hash neither seen in this request nor stored in full.
+    doc_ids = d.ids.values;
+    chashes = d.hashes.values;
+    std::string_view content;
+    for (size_t i = 0; i < d.contents.size() && i < chashes.size(); ++i) {
+      std::string_view chash = chashes[i];
+      if (o->seen.count(chash)) continue;
+      if (known_length(written, tenant, chash, &err) > 0) continue;
+      if (err) return false;
+      if (!as_text(*d.contents.values[i], &o->owned, &content)) return false;
+      if (content.empty()) continue;
+      long long n = static_cast<long long>(code_points(content));
+      o->seen[chash] = n;
+      add_passage(o, chash, content, n, false);
+    }
+    score_col = d.scores.empty() ? std::vector<std::optional<double>>(slots.size()) : d.scores.values;
+    meta_col = d.metas.empty() ? std::vector<std::string_view>(slots.size()) : d.metas.values;
+  } else {
+    // Any (stage, rank) with at least one field is a document.
+    auto subset = [&](const auto& m) {
+      if (m.size() > d.ids.size()) return false;
+      for (long long s : m.slots)
+        if (!d.ids.get(s)) return false;
+      return true;
+    };
+    if (!(subset(d.scores) && subset(d.contents) && subset(d.metas) && subset(d.hashes))) {
+      std::unordered_map<long long, bool> in;
+      slots.clear();
+      for (const auto* order : {&d.ids.slots, &d.scores.slots, &d.contents.slots, &d.metas.slots, &d.hashes.slots})
+        for (long long s : *order)
+          if (in.emplace(s, true).second) slots.push_back(s);
+    }
+    for (long long s : slots) {
+      const std::string_view* id = d.ids.get(s);
+      const std::string_view* h = d.hashes.get(s);
+      doc_ids.push_back(id ? *id : std::string_view());
+      chashes.push_back(h ? *h : std::string_view());
+    }
+    std::string_view content;
+    for (size_t i = 0; i < slots.size(); ++i) {
+      std::string_view& chash = chashes[i];
+      const AnyValue* const* ref = d.contents.get(slots[i]);
+      bool truncated = false, have = false;
+      if (ref && (truncating || chash.empty() || !o->seen.count(chash))) {
+        if (!as_text(**ref, &o->owned, &content)) return false;
+        have = !content.empty();
+      }
+      if (have && (truncating || chash.empty())) {
+        std::string_view digest;
+        if (!sha256_hex(content, &o->owned, &digest)) return false;
+        truncated = !chash.empty() && chash != digest;
+        if (chash.empty()) chash = digest;
+      }
+      if (doc_ids[i].empty() && !chash.empty())
+        doc_ids[i] = o->owned.emplace_back("sha256:" + prefix_code_points(chash, 16));
+      if (have && !chash.empty()) {
+        long long n = static_cast<long long>(code_points(content));
+        auto it = o->seen.find(chash);
+        if (it != o->seen.end() && it->second >= n) continue;
+        o->seen[chash] = n;
+        add_passage(o, chash, content, n, truncated);
+      }
+    }
+    for (long long s : slots) {
+      const auto* sc = d.scores.get(s);
+      score_col.push_back(sc ? *sc : std::nullopt);
+      const std::string_view* m = d.metas.get(s);
+      meta_col.push_back(m ? *m : std::string_view());
+    }
+  }
+  for (size_t i = 0; i < slots.size(); ++i) {
+    int stage = static_cast<int>(slots[i] >> 24);
+    o->trace_id.add(trace_id);
+    o->span_id.add(span_id);
+    o->stage.add(g_stages[stage]);
+    o->rank.add(slots[i] & ((1LL << 24) - 1));
+    o->doc_id.add(doc_ids[i]);
+    o->score.add(score_col[i].value_or(0.0), score_col[i].has_value());
+    o->content_hash.add(chashes[i]);
+    o->metadata.add(meta_col[i]);
+    bool has_top_k = top_k.has_value() && stage == g_reranked_stage;
+    o->top_k.add(has_top_k ? *top_k : 0, has_top_k);
+    o->start_time.add(start_ms);
+    o->nbytes += 160 + static_cast<long long>(code_points(doc_ids[i]));
+  }
+  return true;
+}
+
+// --- the Request object -------------------------------------------------------------------------
+// Arena first blocks are kept for the next request: a fresh multi-megabyte block per request costs
+// more in page faults than parsing into it. Guarded by the GIL (taken and given back with it held).
+struct Block {
+  char* data = nullptr;
+  size_t size = 0;
+};
+std::vector<Block> g_spare_blocks;
+const size_t kMaxSpareBlocks = 4;
+const size_t kMaxSpareBlockSize = 64u << 20;
+
+Block take_block(size_t want) {
+  for (size_t i = 0; i < g_spare_blocks.size(); ++i) {
+    if (g_spare_blocks[i].size >= want) {
+      Block b = g_spare_blocks[i];
+      g_spare_blocks.erase(g_spare_blocks.begin() + static_cast<long>(i));
+      return b;
+    }
+  }
+  Block b;
+  b.size = std::max<size_t>(want, 1u << 20);
+  b.data = static_cast<char*>(std::malloc(b.size));
+  if (!b.data) b.size = 0;
+  return b;
+}
+
+void give_block(Block b) {
+  if (!b.data) return;
+  if (b.size > kMaxSpareBlockSize) {
+    std::free(b.data);
+    return;
+  }
+  g_spare_blocks.push_back(b);
+  if (g_spare_blocks.size() > kMaxSpareBlocks) {  // keep the largest
+    auto smallest = std::min_element(g_spare_blocks.begin(), g_spare_blocks.end(),
+                                     [](const Block& x, const Block& y) { return x.size < y.size; });
+    std::free(smallest->data);
+    g_spare_blocks.erase(smallest);
+  }
+}
+
+struct Request {
+  PyObject_HEAD
+  google::protobuf::Arena* arena;
+  Block block;  // the arena's first block, ours
+  ExportTraceServiceRequest* message;
+  std::vector<const Span*>* spans;  // flattened, in request order
+};
+
+void request_dealloc(Request* self) {
+  delete self->spans;
+  delete self->arena;  // frees the message and any further blocks
+  give_block(self->block);
+  Py_TYPE(self)->tp_free(reinterpret_cast<PyObject*>(self));
+}
+
+PyObject* events_of(const Span& span) {
+  if (span.events_size() == 0 && span.links_size() == 0) Py_RETURN_NONE;
+  Ref events(PyList_New(0)), links(PyList_New(0));
+  if (!events.p || !links.p) return nullptr;
+  for (const auto& e : span.events()) {
+    Ref name(str_of(e.name()));
+    Ref attrs(kv_dict(e.attributes(), 0));
+    if (!name.p || !attrs.p) return nullptr;
+    Ref item(Py_BuildValue("{s:O,s:K,s:O}", "name", name.p, "time_ms",
+                           static_cast<unsigned long long>(e.time_unix_nano() / 1000000ULL), "attributes", attrs.p));
+    if (!item.p || PyList_Append(events.p, item.p) < 0) return nullptr;
+  }
+  for (const auto& ln : span.links()) {
+    Ref tid(bytes_of(ln.trace_id().data(), ln.trace_id().size()));
+    Ref sid(bytes_of(ln.span_id().data(), ln.span_id().size()));
+    Ref tid_hex(tid.p ? PyObject_CallMethod(tid.p, "hex", nullptr) : nullptr);
+    Ref sid_hex(sid.p ? PyObject_CallMethod(sid.p, "hex", nullptr) : nullptr);
+    if (!tid_hex.p || !sid_hex.p) return nullptr;
+    Ref item(Py_BuildValue("{s:O,s:O}", "trace_id", tid_hex.p, "span_id", sid_hex.p));
+    if (!item.p || PyList_Append(links.p, item.p) < 0) return nullptr;
+  }
+  return Py_BuildValue("{s:O,s:O}", "events", events.p, "links", links.p);
+}
+
+PyObject* span_tuple(const Span& span, size_t ordinal) {
+  Ref other(PyDict_New());
+  if (!other.p) return nullptr;
+  bool docs = false;
+  for (const KeyValue& kv : span.attributes()) {
+    long long slot;
+    int code;
+    if (document_key(kv.key(), &slot, &code)) {
+      docs = true;
+      continue;
+    }
+    Ref key(str_of(kv.key()));
+    Ref val(key.p ? any_value(kv.value(), 0) : nullptr);
+    if (!val.p || PyDict_SetItem(other.p, key.p, val.p) < 0) return nullptr;
+  }
+  Ref events(events_of(span));
+  Ref name(str_of(span.name()));
+  Ref message(str_of(span.status().message()));
+  Ref ord(docs ? PyLong_FromSize_t(ordinal) : Py_NewRef(Py_None));
+  if (!events.p || !name.p || !message.p || !ord.p) return nullptr;
+  const auto& tid = span.trace_id();
+  const auto& sid = span.span_id();
+  const auto& parent = span.parent_span_id();
+  return Py_BuildValue("(y#y#y#OKKiOOOO)", tid.data(), static_cast<Py_ssize_t>(tid.size()), sid.data(),
+                       static_cast<Py_ssize_t>(sid.size()), parent.data(), static_cast<Py_ssize_t>(parent.size()),
+                       name.p, static_cast<unsigned long long>(span.start_time_unix_nano()),
+                       static_cast<unsigned long long>(span.end_time_unix_nano()),
+                       static_cast<int>(span.status().code()), message.p, events.p, other.p, ord.p);
+}
+
+PyObject* request_spans(Request* self, PyObject*) {
+  Ref out(PyList_New(0));
+  if (!out.p) return nullptr;
+  size_t ordinal = 0;
+  for (const auto& rs : self->message->resource_spans()) {
+    Ref resource(kv_dict(rs.resource().attributes(), 0));
+    Ref spans(PyList_New(0));
+    if (!resource.p || !spans.p) return nullptr;
+    for (const auto& ss : rs.scope_spans()) {
+      for (const Span& span : ss.spans()) {
+        Ref t(span_tuple(span, ordinal++));
+        if (!t.p || PyList_Append(spans.p, t.p) < 0) return nullptr;
+      }
+    }
+    Ref group(PyTuple_Pack(2, resource.p, spans.p));
+    if (!group.p || PyList_Append(out.p, group.p) < 0) return nullptr;
+  }
+  return out.release();
+}
+
+PyObject* request_documents(Request* self, PyObject* args) {
+  PyObject *plan, *tenant, *written;
+  if (!PyArg_ParseTuple(args, "O!UO", &PyList_Type, &plan, &tenant, &written)) return nullptr;
+  Output o;
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(plan); ++i) {
+    Py_ssize_t ordinal;
+    const char *tid, *sid;
+    Py_ssize_t tid_n, sid_n;
+    long long start_ms;
+    PyObject* top_k_obj;
+    int truncating;
+    if (!PyArg_ParseTuple(PyList_GET_ITEM(plan, i), "ns#s#LOp", &ordinal, &tid, &tid_n, &sid, &sid_n, &start_ms,
+                          &top_k_obj, &truncating))
+      return nullptr;
+    if (ordinal < 0 || static_cast<size_t>(ordinal) >= self->spans->size()) {
+      PyErr_SetString(PyExc_IndexError, "span ordinal out of range");
+      return nullptr;
+    }
+    std::optional<long long> top_k;
+    if (top_k_obj != Py_None) {
+      top_k = PyLong_AsLongLong(top_k_obj);
+      if (*top_k == -1 && PyErr_Occurred()) return nullptr;
+    }
+    if (!span_documents(*(*self->spans)[ordinal], tenant, written, std::string_view(tid, tid_n),
+                        std::string_view(sid, sid_n), start_ms, top_k, truncating, &o))
+      return nullptr;
+  }
+  if (o.doc_id.data.size() > INT32_MAX || o.p_content.data.size() > INT32_MAX || o.trace_id.data.size() > INT32_MAX) {
+    PyErr_SetString(g_error, "request too large for 32-bit Arrow offsets");
+    return nullptr;
+  }
+  Ref docs(Py_BuildValue("{s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N}", "trace_id", str_col(o.trace_id), "span_id",
+                         str_col(o.span_id), "stage", str_col(o.stage), "rank", num_col("i64", o.rank), "doc_id",
+                         str_col(o.doc_id), "score", num_col("f64", o.score), "content_hash", str_col(o.content_hash),
+                         "metadata", str_col(o.metadata), "top_k", num_col("i64", o.top_k), "start_time",
+                         num_col("ts", o.start_time)));
+  Ref passages(Py_BuildValue("{s:N,s:N,s:N,s:N}", "content_hash", str_col(o.p_hash), "content", str_col(o.p_content),
+                             "content_length", num_col("i64", o.p_length), "truncated",
+                             num_col("bool", o.p_truncated)));
+  if (!docs.p || !passages.p) return nullptr;
+  return Py_BuildValue("(OOL)", docs.p, passages.p, o.nbytes);
+}
+
+PyMethodDef request_methods[] = {
+    {"spans", reinterpret_cast<PyCFunction>(request_spans), METH_NOARGS,
+     "[(resource attributes, [span tuple, ...]), ...] (see otlp_walk.cc)"},
+    {"documents", reinterpret_cast<PyCFunction>(request_documents), METH_VARARGS,
+     "documents(plan, tenant, written) -> (documents columns, passages columns, nbytes)"},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyTypeObject RequestType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+PyObject* parse(PyObject*, PyObject* arg) {
+  if (g_prefixes.empty()) {
+    PyErr_SetString(PyExc_RuntimeError, "_otlp_native.configure() was not called");
+    return nullptr;
+  }
+  Py_buffer buf;
+  if (PyObject_GetBuffer(arg, &buf, PyBUF_SIMPLE) < 0) return nullptr;
+  // One arena per request (one allocation per block, not per string and message), its first
+  // block reused from earlier requests; the messages of a body take about a quarter of its size.
+  Block block = take_block(static_cast<size_t>(buf.len) / 2 + 4096);
+  google::protobuf::ArenaOptions options;
+  options.initial_block = block.data;
+  options.initial_block_size = block.size;
+  options.max_block_size = 16 << 20;
+  auto* arena = new google::protobuf::Arena(options);
+  auto* message = google::protobuf::Arena::CreateMessage<ExportTraceServiceRequest>(arena);
+  bool parsed = false;
+  if (buf.len <= INT32_MAX) {
+    Py_BEGIN_ALLOW_THREADS parsed = message->ParseFromArray(buf.buf, static_cast<int>(buf.len));
+    Py_END_ALLOW_THREADS
+  }
+  PyBuffer_Release(&buf);
+  if (!parsed) {
+    delete arena;
+    give_block(block);
+    PyErr_SetString(g_error, "not a valid OTLP ExportTraceServiceRequest");
+    return nullptr;
+  }
+  Request* self = PyObject_New(Request, &RequestType);
+  if (!self) {
+    delete arena;
+    give_block(block);
+    return nullptr;
+  }
+  self->arena = arena;
+  self->block = block;
+  self->message = message;
+  self->spans = new std::vector<const Span*>();
+  for (const auto& rs : message->resource_spans())
+    for (const auto& ss : rs.scope_spans())
+      for (const Span& span : ss.spans()) self->spans->push_back(&span);
+  return reinterpret_cast<PyObject*>(self);
+}
+
+PyObject* configure(PyObject*, PyObject* args) {
+  PyObject *prefixes, *stages, *fields, *to_text, *digest;
+  long long max_rank;
+  int reranked;
+  if (!PyArg_ParseTuple(args, "O!O!O!LiOO", &PyTuple_Type, &prefixes, &PyTuple_Type, &stages, &PyTuple_Type, &fields,
+                        &max_rank, &reranked, &to_text, &digest))
+    return nullptr;
+  std::vector<std::string> lists[3];
+  PyObject* tuples[3] = {prefixes, stages, fields};
+  for (int t = 0; t < 3; ++t) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuples[t]); ++i) {
+      Py_ssize_t n;
+      const char* s = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(tuples[t], i), &n);
+      if (!s) return nullptr;
+      lists[t].emplace_back(s, n);
+    }
+  }
+  if (lists[0].size() != lists[1].size() || lists[2].size() != 5 || reranked < 0 ||
+      reranked >= static_cast<int>(lists[1].size())) {
+    PyErr_SetString(PyExc_ValueError, "configure(): prefixes and stages must align; five document fields");
+    return nullptr;
+  }
+  g_prefixes = lists[0];
+  g_stages = lists[1];
+  g_fields = lists[2];
+  g_max_rank = max_rank;
+  g_reranked_stage = reranked;
+  Py_INCREF(to_text);
+  Py_XSETREF(g_to_text, to_text);
+  Py_INCREF(digest);
+  Py_XSETREF(g_digest, digest);
+  Py_RETURN_NONE;
+}
+
+PyMethodDef methods[] = {
+    {"parse", parse, METH_O, "Parse an OTLP ExportTraceServiceRequest body (ParseError if invalid)."},
+    {"configure", configure, METH_VARARGS, "Set the document attribute names (from ragtrace.semconv)."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyModuleDef module = {PyModuleDef_HEAD_INIT, "_otlp_native", "Compiled OTLP walk (see otlp_walk.cc).", -1, methods};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__otlp_native() {
+  GOOGLE_PROTOBUF_VERIFY_VERSION;
+  // Malformed requests are ordinary input here; they get a 400, not a line on stderr each.
+  google::protobuf::SetLogHandler(nullptr);
+  RequestType.tp_name = "_otlp_native.Request";
+  RequestType.tp_basicsize = sizeof(Request);
+  RequestType.tp_dealloc = reinterpret_cast<destructor>(request_dealloc);
+  RequestType.tp_flags = Py_TPFLAGS_DEFAULT;
+  RequestType.tp_doc = "A parsed ExportTraceServiceRequest (arena-allocated).";
+  RequestType.tp_methods = request_methods;
+  if (PyType_Ready(&RequestType) < 0) return nullptr;
+  PyObject* m = PyModule_Create(&module);
+  if (!m) return nullptr;
+  g_error = PyErr_NewException("_otlp_native.ParseError", PyExc_ValueError, nullptr);
+  if (!g_error || PyModule_AddObjectRef(m, "ParseError", g_error) < 0 ||
+      PyModule_AddObjectRef(m, "Request", reinterpret_cast<PyObject*>(&RequestType)) < 0) {
+    Py_DECREF(m);
+    return nullptr;
+  }
+  return m;
+}
