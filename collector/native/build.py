@@ -122,7 +122,7 @@ def build() -> Path:
     subprocess.run(["protoc", f"-I{proto_root}", f"--cpp_out={gen}", *map(str, protos)], check=True)
     sources = [str(HERE / "otlp_walk.cc"), *map(str, sorted(gen.rglob("*.pb.cc")))]
     tmp = TARGET.with_suffix(".tmp")
-    cmd = ["g++", "-O2", "-shared", "-fPIC", "-std=c++17", "-fvisibility=hidden",
+    cmd = ["g++", "-O2", "-shared", "-fPIC", "-std=c++20", "-fvisibility=hidden",
            f"-I{sysconfig.get_paths()['include']}", f"-I{gen}", *sources, "-o", str(tmp), "-lprotobuf"]
     subprocess.run(cmd, check=True)
     tmp.replace(TARGET)  # atomic: a running collector never sees half a file

@@ -19,6 +19,7 @@
 //                     status_message, events_or_None, other_attributes, ordinal_or_None)
 //       ordinal: the span's index when it has document attributes, for documents()
 //   request.documents(plan, tenant, written) -> (documents columns, passages columns, nbytes)
+//       (after spans(), which finds each span's document attributes)
 //       plan: [(ordinal, trace_id_hex, span_id_hex, start_ms, top_k_or_None, truncating), ...]
 
 #define PY_SSIZE_T_CLEAN
@@ -26,6 +27,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <cstdint>
 #include <algorithm>
 #include <deque>
@@ -33,6 +35,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <google/protobuf/arena.h>
@@ -187,18 +190,18 @@ bool document_key(const std::string& key, long long* slot, int* code) {
     const std::string& prefix = g_prefixes[stage];
     if (key.size() <= prefix.size() || key.compare(0, prefix.size(), prefix) != 0 || key[prefix.size()] != '.')
       continue;
-    size_t start = prefix.size() + 1;
-    size_t dot = key.find('.', start);
-    if (dot == std::string::npos || dot == start || dot - start > 9) return false;
+    // the rank: 1 to 9 ASCII digits up to the next "."
+    size_t start = prefix.size() + 1, dot = start;
     long long rank = 0;
-    for (size_t i = start; i < dot; ++i) {
-      char c = key[i];
-      if (c < '0' || c > '9') return false;
+    for (; dot < key.size() && key[dot] != '.'; ++dot) {
+      char c = key[dot];
+      if (c < '0' || c > '9' || dot - start >= 9) return false;
       rank = rank * 10 + (c - '0');
     }
+    if (dot == start || dot == key.size()) return false;
     size_t field_len = key.size() - dot - 1;
     for (size_t f = 0; f < g_fields.size(); ++f) {
-      if (g_fields[f].size() == field_len && key.compare(dot + 1, field_len, g_fields[f]) == 0) {
+      if (g_fields[f].size() == field_len && std::memcmp(key.data() + dot + 1, g_fields[f].data(), field_len) == 0) {
         if (rank > g_max_rank) return false;
         *slot = (static_cast<long long>(stage) << 24) + rank;
         *code = static_cast<int>(f);
@@ -267,13 +270,18 @@ struct SpanDocuments {
   SlotMap<const AnyValue*> contents;
 };
 
-bool read_documents(const Span& span, Owned* owned, SpanDocuments* d) {
-  for (const KeyValue& kv : span.attributes()) {
-    long long slot;
-    int code;
-    if (!document_key(kv.key(), &slot, &code)) continue;
-    const AnyValue& v = kv.value();
-    switch (code) {
+// A document attribute of a span, found by spans() and read by documents().
+struct DocAttr {
+  const AnyValue* value;
+  long long slot;
+  int code;
+};
+
+bool read_documents(const std::vector<DocAttr>& attrs, Owned* owned, SpanDocuments* d) {
+  for (const DocAttr& a : attrs) {
+    long long slot = a.slot;
+    const AnyValue& v = *a.value;
+    switch (a.code) {
       case F_CONTENT:
         d->contents.put(slot) = &v;  // read only if the text is needed
         break;
@@ -281,20 +289,12 @@ bool read_documents(const Span& span, Owned* owned, SpanDocuments* d) {
         d->scores.put(slot) = as_float(v);
         break;
       default: {
-        SlotMap<std::string_view>& target = code == F_ID ? d->ids : code == F_META ? d->metas : d->hashes;
+        SlotMap<std::string_view>& target = a.code == F_ID ? d->ids : a.code == F_META ? d->metas : d->hashes;
         if (!as_text(v, owned, &target.put(slot))) return false;
       }
     }
   }
   return true;
-}
-
-bool has_documents(const Span& span) {
-  long long slot;
-  int code;
-  for (const KeyValue& kv : span.attributes())
-    if (document_key(kv.key(), &slot, &code)) return true;
-  return false;
 }
 
 // --- Arrow-ready column builders ----------------------------------------------------------------
@@ -340,6 +340,7 @@ struct Output {
   NumCol<int64_t> p_length;
   NumCol<uint8_t> p_truncated;
   std::unordered_map<std::string_view, long long> seen;  // content hash -> length, this request
+  std::unordered_set<std::string_view> known;            // hashes the store has in full
   Owned owned;  // text the views above point to that is not in the message
   long long nbytes = 0;
 };
@@ -397,11 +398,11 @@ void add_passage(Output* o, std::string_view hash, std::string_view content, lon
 }
 
 // assemble._documents for one span (see there for the reasoning; this mirrors it step by step).
-bool span_documents(const Span& span, PyObject* tenant, PyObject* written, std::string_view trace_id,
+bool span_documents(const std::vector<DocAttr>& attrs, PyObject* tenant, PyObject* written, std::string_view trace_id,
                     std::string_view span_id, long long start_ms, std::optional<long long> top_k, bool truncating,
                     Output* o) {
   SpanDocuments d;
-  if (!read_documents(span, &o->owned, &d)) return false;
+  if (!read_documents(attrs, &o->owned, &d)) return false;
   std::vector<long long> slots = d.ids.slots;
   std::vector<std::string_view> doc_ids, chashes;
   std::vector<std::optional<double>> score_col;
@@ -419,8 +420,11 @@ bool span_documents(const Span& span, PyObject* tenant, PyObject* written, std::
     std::string_view content;
     for (size_t i = 0; i < d.contents.size() && i < chashes.size(); ++i) {
       std::string_view chash = chashes[i];
-      if (o->seen.count(chash)) continue;
-      if (known_length(written, tenant, chash, &err) > 0) continue;
+      if (o->seen.count(chash) || o->known.count(chash)) continue;
+      if (known_length(written, tenant, chash, &err) > 0) {
+        o->known.insert(chash);  // the same passage recurs at every stage: ask the cache once
+        continue;
+      }
       if (err) return false;
       if (!as_text(*d.contents.values[i], &o->owned, &content)) return false;
       if (content.empty()) continue;
@@ -548,10 +552,12 @@ struct Request {
   Block block;  // the arena's first block, ours
   ExportTraceServiceRequest* message;
   std::vector<const Span*>* spans;  // flattened, in request order
+  std::vector<std::vector<DocAttr>>* docs;  // per span, filled by spans()
 };
 
 void request_dealloc(Request* self) {
   delete self->spans;
+  delete self->docs;
   delete self->arena;  // frees the message and any further blocks
   give_block(self->block);
   Py_TYPE(self)->tp_free(reinterpret_cast<PyObject*>(self));
@@ -581,15 +587,15 @@ PyObject* events_of(const Span& span) {
   return Py_BuildValue("{s:O,s:O}", "events", events.p, "links", links.p);
 }
 
-PyObject* span_tuple(const Span& span, size_t ordinal) {
+PyObject* span_tuple(const Span& span, size_t ordinal, std::vector<DocAttr>* doc_attrs) {
   Ref other(PyDict_New());
   if (!other.p) return nullptr;
-  bool docs = false;
+  doc_attrs->clear();
   for (const KeyValue& kv : span.attributes()) {
     long long slot;
     int code;
     if (document_key(kv.key(), &slot, &code)) {
-      docs = true;
+      doc_attrs->push_back({&kv.value(), slot, code});
       continue;
     }
     Ref key(str_of(kv.key()));
@@ -599,7 +605,7 @@ PyObject* span_tuple(const Span& span, size_t ordinal) {
   Ref events(events_of(span));
   Ref name(str_of(span.name()));
   Ref message(str_of(span.status().message()));
-  Ref ord(docs ? PyLong_FromSize_t(ordinal) : Py_NewRef(Py_None));
+  Ref ord(!doc_attrs->empty() ? PyLong_FromSize_t(ordinal) : Py_NewRef(Py_None));
   if (!events.p || !name.p || !message.p || !ord.p) return nullptr;
   const auto& tid = span.trace_id();
   const auto& sid = span.span_id();
@@ -621,7 +627,8 @@ PyObject* request_spans(Request* self, PyObject*) {
     if (!resource.p || !spans.p) return nullptr;
     for (const auto& ss : rs.scope_spans()) {
       for (const Span& span : ss.spans()) {
-        Ref t(span_tuple(span, ordinal++));
+        Ref t(span_tuple(span, ordinal, &(*self->docs)[ordinal]));
+        ++ordinal;
         if (!t.p || PyList_Append(spans.p, t.p) < 0) return nullptr;
       }
     }
@@ -654,7 +661,7 @@ PyObject* request_documents(Request* self, PyObject* args) {
       top_k = PyLong_AsLongLong(top_k_obj);
       if (*top_k == -1 && PyErr_Occurred()) return nullptr;
     }
-    if (!span_documents(*(*self->spans)[ordinal], tenant, written, std::string_view(tid, tid_n),
+    if (!span_documents((*self->docs)[ordinal], tenant, written, std::string_view(tid, tid_n),
                         std::string_view(sid, sid_n), start_ms, top_k, truncating, &o))
       return nullptr;
   }
@@ -724,6 +731,7 @@ PyObject* parse(PyObject*, PyObject* arg) {
   for (const auto& rs : message->resource_spans())
     for (const auto& ss : rs.scope_spans())
       for (const Span& span : ss.spans()) self->spans->push_back(&span);
+  self->docs = new std::vector<std::vector<DocAttr>>(self->spans->size());
   return reinterpret_cast<PyObject*>(self);
 }
 
