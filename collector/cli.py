@@ -92,6 +92,9 @@ def serve_main(argv: list[str]) -> int:
     except ValueError as exc:
         p.error(str(exc))
     logging.basicConfig(level=a.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from ragtrace_collector.memory import keep_freed_memory
+
+    keep_freed_memory()
     store = _open(settings.store, migrate=True, command="serve",
                   variant="cluster" if settings.cluster else "single", cluster=settings.cluster or None)
     if store is None:
