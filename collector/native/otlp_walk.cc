@@ -514,7 +514,7 @@ struct Block {
 };
 std::vector<Block> g_spare_blocks;
 const size_t kMaxSpareBlocks = 4;
-const size_t kMaxSpareBlockSize = 64u << 20;
+const size_t kMaxSpareBlockSize = 16u << 20;  // at most 4 × 16 MB kept
 
 Block take_block(size_t want) {
   for (size_t i = 0; i < g_spare_blocks.size(); ++i) {
