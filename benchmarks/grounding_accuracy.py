@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/grounding_accuracy.py [--data ../shared/data/grounding-dev]
         [--cache-dir build/grounding-cache] [--json out.json] [--limit N] [--bootstrap 1000]
     .venv/bin/python benchmarks/grounding_accuracy.py --calibrate [--hotpot ../shared/data/hotpotqa-dev500]
+        [--lm-cache build/grounding-synthetic/smollm2_raw.jsonl | --no-lm]
 
 Sets (positives = supported, the class the scores rank high):
 - BEGIN dev (wow + cmu + tc): a dialogue response vs its knowledge snippet, "Fully attributable" vs
@@ -20,7 +21,10 @@ three; for the labeller that is "every claim entailed"), never a threshold fitte
 CIs are percentile bootstrap over items (seeded).
 
 ``--calibrate`` refits the labeller's support weights on synthetic claims built from HotpotQA
-(see ragtrace_evaluator.grounding_calibration) and prints them; it never reads BEGIN or WiCE.
+(see ragtrace_evaluator.grounding_calibration) and prints them; it never reads BEGIN or WiCE. It
+also uses SmolLM2's closed-book replies, cached in ``--lm-cache`` (default
+build/grounding-synthetic/smollm2_raw.jsonl) and generated there when missing (~400 greedy replies,
+about 15-30 min on two cores); ``--no-lm`` fits on the rule-made claims alone.
 """
 
 from __future__ import annotations
@@ -274,6 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, help="first N items per set (smoke runs)")
     parser.add_argument("--bootstrap", type=int, default=1000)
     parser.add_argument("--calibrate", action="store_true")
+    parser.add_argument("--lm-cache", type=Path, default=ROOT / "build" / "grounding-synthetic" / "smollm2_raw.jsonl",
+                        help="SmolLM2 closed-book replies for --calibrate (generated into it when missing)")
+    parser.add_argument("--no-lm", action="store_true", help="--calibrate on the rule-made claims alone")
     parser.add_argument("--relevance", action="store_true",
                         help="offline relevance labeller on HotpotQA: gold vs distractor paragraphs")
     parser.add_argument("--speed", action="store_true",
@@ -285,7 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.calibrate:
         from ragtrace_evaluator.grounding_calibration import calibrate
 
-        report = calibrate(args.hotpot / "dev_subsampled.jsonl", embedder)
+        report = calibrate(args.hotpot / "dev_subsampled.jsonl", embedder,
+                           lm_cache=None if args.no_lm else args.lm_cache)
         embedder.save()
         print(json.dumps(report, indent=2))
         return 0

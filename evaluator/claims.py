@@ -9,6 +9,18 @@ Splitting is deliberately rule-based and conservative: sentences first (aware of
 initials and decimals), then clauses joined by a semicolon or by ", and/but/while/whereas …" when
 both sides are long enough to assert something on their own. A finer split would produce fragments
 ("and in 1994") whose support cannot be judged without the sentence they came from.
+
+How two rules were chosen (offline-6; a priori, not fitted to any labelled set):
+
+- Lower-cased text (chat logs, transcripts) has no capital to start a sentence, so it used to stay
+  one sentence, and a closing question ("... . did you know ...?") made the whole answer look like a
+  question. Text without any capital now splits before any letter (abbreviations still hold).
+- A sentence with a single content word used to make no claim, which turned the short answers RAG
+  services give ("Paris.", "In 1889.", "It is a comedy.", "He was a mathematician.") into generic
+  replies with undefined groundedness. One content word now makes a claim, unless the sentence
+  speaks of the speaker or the listener ("I like dogs.", "You're right."): that is chit-chat.
+  Contractions of filler words ("that's", "he's") and a few interjections ("absolutely") joined
+  the filler list, so "That's true!" still makes no claim.
 """
 
 from __future__ import annotations
@@ -31,6 +43,8 @@ _ABBREVIATIONS = _wordlist(
     """
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n\s*\n|\n(?=\s*[-*•]\s)")
+# Lower-cased text (chat, speech transcripts) has no capital to start a sentence: there any letter may.
+_SENTENCE_END_LOWER = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[a-z0-9])|\n\s*\n|\n(?=\s*[-*•]\s)")
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 _CLAUSE_SPLIT = re.compile(r";\s+|,\s+(?=(?:and|but|while|whereas|although)\s)", re.IGNORECASE)
 _LEADING_CONJ = re.compile(r"^(?:and|but|while|whereas|although)\s+", re.IGNORECASE)
@@ -69,6 +83,9 @@ _FILLER = _wordlist(
     some any all one thing things stuff lot lots pretty kind sort maybe probably doubt idea me too
     same wish fine bad sad let let's go going gonna want wanna see sounds sound seem seems get got
     make made say said tell told
+    that's it's he's she's there's here's what's who's they're we're you're i've i'd i'll you've
+    they've we've isn't aren't wasn't weren't don't doesn't didn't can't won't couldn't wouldn't
+    absolutely certainly surely omg hmm huh aww nah yup
     """
 )
 # "I don't know, but X": a hedge followed by a claim is not a refusal; the claim is judged.
@@ -81,6 +98,12 @@ _PRESUPPOSING_QUESTION = re.compile(
     re.IGNORECASE,
 )
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’\-]*")
+#: a clause split off its sentence must name at least this many content words to be judged alone
+#: ("and it is the capital" is not checkable without the sentence it came from)
+CLAUSE_MIN_CONTENT_WORDS = 2
+#: the speakers of a conversation: a sentence about them with a single content word is chit-chat
+#: ("I like dogs.", "You are right.", "Me too, I love it!")
+_INTERLOCUTOR = re.compile(r"\b(?:i|me|my|mine|you|your|yours|we|us|our|u|ya)\b|\bi['’]", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -96,13 +119,18 @@ def split_sentences(text: str) -> list[str]:
 
     A period after a known abbreviation, a single capital (an initial) or a run of initials
     ("A.V.", "J.R.R.") does not end a sentence, and neither does one inside a number ("3.5").
+    A sentence starts with a capital, a digit or a quote, except in text with no capital at all
+    (lower-cased chat or transcripts: "yeah. did you know ..."), where any letter may start one;
+    otherwise such a text would be one long sentence, and a closing question would swallow the
+    statements before it.
     """
     text = text.strip()
     if not text:
         return []
     pieces: list[str] = []
     start = 0
-    for match in _SENTENCE_END.finditer(text):
+    boundary = _SENTENCE_END if any(c.isupper() for c in text) else _SENTENCE_END_LOWER
+    for match in boundary.finditer(text):
         candidate = text[start:match.start()].rstrip()
         last = candidate.rsplit(None, 1)[-1] if candidate else ""
         stem = last.rstrip(".").lower().lstrip("(\"'")
@@ -152,7 +180,8 @@ def split_clauses(sentence: str, min_words: int = 4) -> list[str]:
 
 def content_words(text: str) -> list[str]:
     """Lower-cased words of ``text`` that are not conversational filler."""
-    return [w for w in (t.lower().strip("'’-") for t in _WORD.findall(text)) if w and w not in _FILLER]
+    return [w for w in (t.lower().replace("’", "'").strip("'-") for t in _WORD.findall(text))
+            if w and w not in _FILLER]
 
 
 def _abstention_match(text: str) -> re.Match[str] | None:
@@ -183,12 +212,18 @@ def is_abstention(text: str) -> bool:
     return match is not None and _hedged_claim_text(text, match) is None
 
 
-def is_claimless(sentence: str) -> bool:
-    """A sentence that asserts nothing checkable: a question, or fewer than two content words."""
+def is_claimless(sentence: str, min_content_words: int = 2) -> bool:
+    """A sentence that asserts nothing checkable: a question, a sentence with no content word (words
+    outside the conversational filler list), or one with fewer than ``min_content_words`` that speaks
+    of the speaker or the listener ("I like dogs.", "You're right.").
+
+    A single content word is enough otherwise: "Paris.", "In 1889.", "It is a comedy.", "He was a
+    mathematician." answer something (a RAG answer is often that short)."""
     stripped = sentence.strip()
     if stripped.endswith("?"):
         return True
-    return len(content_words(stripped)) < 2
+    n = len(content_words(stripped))
+    return n == 0 or (n < min_content_words and bool(_INTERLOCUTOR.search(stripped)))
 
 
 def extract_claims(answer: str, split_conjunctions: bool = True) -> ExtractedClaims:
@@ -216,7 +251,8 @@ def extract_claims(answer: str, split_conjunctions: bool = True) -> ExtractedCla
             continue
         pieces = split_clauses(sentence) if split_conjunctions else [sentence]
         # A clause too thin to check on its own ("it is the capital") stays inside its sentence.
-        claims.extend([sentence] if any(is_claimless(p) for p in pieces) else pieces)
+        claims.extend([sentence] if any(len(content_words(p)) < CLAUSE_MIN_CONTENT_WORDS for p in pieces)
+                      else pieces)
     if not claims:
         return ExtractedClaims("generic", ())
     return ExtractedClaims("claims", tuple(claims))

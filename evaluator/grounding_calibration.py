@@ -8,18 +8,36 @@ supported
     a sentence of a supporting paragraph; its first clause alone; a contiguous span of six or more
     words; the sentence with some (or a third of its) lower-case words dropped, clauses reordered;
     words swapped for synonyms with an adverb inserted (a rewording); its leading pronoun replaced by
-    the paragraph's title; two sentences fused into one claim, from one paragraph or from both.
+    the paragraph's title; two sentences fused into one claim, from one paragraph or from both; the
+    sentence framed as belief or reply ("I think ...", "Yes, ...": *hedged*, offline-6).
 not supported
     the sentence with a number or year changed, a name swapped for one from an unretrieved
     paragraph, a negation inserted, an unsupported detail (a year, a name, a phrase) added, one
     content word swapped, a clause borrowed from an unretrieved paragraph, or its second half
     replaced by an unrelated sentence's; an unretrieved paragraph's sentence, as is or with its
-    subject renamed to the supporting paragraph's title (a fabrication about the right entity).
+    subject renamed to the supporting paragraph's title (a fabrication about the right entity);
+    the speaker's own experience or taste about a name of the passage ("I'm from Los Angeles.":
+    *persona*, offline-6).
+not supported, written by a real small generator (offline-6)
+    SmolLM2-135M-Instruct asked about the supporting paragraph's title without the paragraph
+    (greedy): a short factual reply (*lm_closed_book*, first 250 questions) and a casual reply with
+    its own opinion or experience (*lm_chat*, first 150). These are the extrinsic fabrications and
+    persona replies that knowledge-grounded generators are known to produce, in a generator's own
+    words rather than a rule's; see :func:`lm_synthetic` for their label noise. They are cached
+    (``build/grounding-synthetic/``, never committed) and regenerated when missing.
+
+Why offline-6 changed the synthetic set: the rule-made negatives are mostly one-edit perturbations
+(a word, a name, a number), where word pairs matter most; fabrications as generators write them
+were missing, and so were hedged positives and persona negatives. These were chosen from the
+literature on hallucination in knowledge-grounded dialogue (personal experience and extrinsic
+detail are its commonest forms), not fitted to BEGIN or WiCE; a few BEGIN responses read while
+looking for bugs ("I 'm from Los Angeles , California , where they formed in 1985") showed the
+persona case too, which is recorded here rather than hidden.
 
 Evidence is the question's two supporting paragraphs plus two of its distractor paragraphs (a
 retriever's top 4); the paragraph the negatives borrow from is never among them. Negated sentences
 are synthesised (they test the contradiction check) but left out of the support fit, since no
-support feature can see a negation. An L2-regularised logistic regression on the five support
+support feature can see a negation. An L2-regularised logistic regression on the support
 features (see :mod:`ragtrace_evaluator.grounding_offline`) gives the weights: each kind of claim
 carries an equal share of its class, the classes weigh the same, and the signs are fixed a priori
 (evidence never lowers support, a missing number or name never raises it). The decision threshold
@@ -39,14 +57,16 @@ import numpy as np
 
 from .claims import split_sentences
 from .grounding_embed import SentenceEmbedder
-from .grounding_lexical import features
+from .grounding_lexical import STOPWORDS, features
 from .grounding_offline import OfflineGroundingLabeller, _passage_sentences
 from .labeller import Passage
 
 _AUX = re.compile(r"\b(is|was|are|were|has|had|can|will|does|did)\b")
 _NUM = re.compile(r"\b\d{1,4}\b")
 _CAP = re.compile(r"(?<=\s)[A-Z][a-z]{2,}")
-FEATURE_NAMES = ("coverage", "bigram", "cosine", "missing_numbers", "missing_entities")
+FEATURE_NAMES = ("coverage", "bigram", "cosine", "missing_numbers", "missing_entities", "unseen", "persona")
+#: features that can only lower support (their coefficients are fitted ≤ 0 and reported as positive weights)
+_NEGATIVE = frozenset({"missing_numbers", "missing_entities", "unseen", "persona"})
 
 
 def _perturb_number(sentence: str, rng: random.Random) -> str | None:
@@ -177,6 +197,29 @@ def _added_detail(sentence: str, donor: str, rng: random.Random) -> str | None:
     return sentence.rstrip(". ") + rng.choice(options) + "."
 
 
+_HEDGES = ("I think ", "I believe ", "I heard that ", "I know that ", "Yes, ", "Well, ", "Actually, ")
+
+
+def _hedge(sentence: str, rng: random.Random) -> str:
+    """The sentence framed as the speaker's belief or as a reply ("I think X", "Yes, X"): generators
+    hedge and converse; the frame adds no fact, so the claim is as supported as X."""
+    first = sentence.split(" ", 1)[0]
+    head = first.lower() if first.lower() in STOPWORDS else first  # "The ..." → "the ...", "Paris" stays
+    return rng.choice(_HEDGES) + head + sentence[len(first):]
+
+
+_PERSONA = ("I have been to {name}.", "I'm from {name}.", "I met {name} once.", "I grew up near {name}.",
+            "My favourite is {name}.", "I love {name}.", "I worked with {name} for years.")
+
+
+def _persona(sentence: str, title: str, rng: random.Random) -> str | None:
+    """The speaker's own experience or taste about something the passage names ("I'm from Los
+    Angeles."): generators in conversation invent a persona; its words may all be in the evidence,
+    yet no passage says anything about the speaker."""
+    names = [m.group() for m in _CAP.finditer(" " + sentence)] + ([title] if title else [])
+    return rng.choice(_PERSONA).format(name=rng.choice(names)) if names else None
+
+
 def _swap_word(sentence: str, donor: str, rng: random.Random) -> str | None:
     """One lower-case content word replaced by a content word of another paragraph."""
     mine = [m for m in _WORDS.finditer(sentence) if m.group().islower() and m.start() > 0]
@@ -237,10 +280,11 @@ def synthesise(path: Path, seed: int = 7, max_questions: int = 500) -> list[tupl
             (_negate(s), 0, "negation"), (f"{s.rstrip('.')}, and {d[0].lower()}{d[1:]}", 0, "borrowed_clause"),
             (d, 0, "distractor_sentence"), (_reorder(s), 1, "reordered"),
             (_paraphrase(s, rng), 1, "paraphrase"), (_reword(s, rng), 1, "reworded"),
-            (_span(s, rng), 1, "extractive_span"),
+            (_span(s, rng), 1, "extractive_span"), (_hedge(s, rng), 1, "hedged"),
             (_resolve_pronoun(s, title), 1, "pronoun_resolved"),
             (_added_detail(s, distractor, rng), 0, "added_detail"), (_swap_word(s, distractor, rng), 0, "swapped_word"),
             (_topic_shift(d, title), 0, "topic_shift"), (_half_and_half(s, d), 0, "half_and_half"),
+            (_persona(s, title, rng), 0, "persona"),
         ]
         others = [x for x in sentences if x != s]
         if others:
@@ -252,6 +296,91 @@ def synthesise(path: Path, seed: int = 7, max_questions: int = 500) -> list[tupl
                 head = _first_clause(s) or s
                 candidates.append((_fuse(head, rng.choice(t_sentences)), 1, "cross_passage_fused"))
         rows.extend((c, passages, label, kind) for c, label, kind in candidates if c)
+    return rows
+
+
+# -- a real small generator's fabrications --------------------------------------------------------
+
+#: prompts for SmolLM2-135M-Instruct, which is asked about a paragraph's title *without* the paragraph
+#: (closed book): what it writes is fluent, on the right subject, and almost never what the paragraph
+#: says ("Carlo Rovelli was a legendary Italian film director ..."): the extrinsic fabrications and the
+#: persona/opinion replies that knowledge-grounded generators are known to produce.
+LM_PROMPTS = {
+    "closed_book": "Tell me something interesting about {title} in one or two sentences.",
+    "chat": "We are chatting about {title}. Reply in one or two casual sentences with your own opinion or experience.",
+}
+#: how many questions (the first N of the file) get a generation of each kind
+LM_LIMITS = {"closed_book": 250, "chat": 150}
+LM_MAX_NEW_TOKENS = 48
+_COMPLETE = re.compile(r"[.!?][\"')\]]*$")
+
+
+def lm_generations(path: Path, cache: Path, generate: bool = True) -> dict[tuple[str, str], str]:
+    """``{(kind, question id): text}``: SmolLM2's greedy closed-book replies about each question's first
+    supporting paragraph's title, read from ``cache`` (JSONL) and generated (then appended) when missing.
+
+    Greedy decoding makes the generation reproducible; the cache only saves time (~2-6 s a reply on
+    two cores). With ``generate=False`` only the cached replies are used."""
+    with open(path, encoding="utf-8") as fh:
+        questions = [json.loads(line) for line in fh]
+    done: dict[tuple[str, str], str] = {}
+    if cache.exists():
+        for line in cache.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            done[(row["kind"], row["question_id"])] = row["text"]
+    todo = [(kind, q) for kind, limit in LM_LIMITS.items() for q in questions[:limit]
+            if (kind, q["question_id"]) not in done]
+    if todo and generate:
+        from .erag import CausalLMReader
+
+        reader = CausalLMReader("smollm2", max_new_tokens=LM_MAX_NEW_TOKENS)
+        reader._load()
+        tok, lm, torch = reader._tok, reader._lm, reader._torch
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        with open(cache, "a", encoding="utf-8") as out:
+            for kind, q in todo:
+                title = next(c["title"] for c in q["contexts"] if c.get("is_supporting"))
+                enc = tok.apply_chat_template([{"role": "user", "content": LM_PROMPTS[kind].format(title=title)}],
+                                              add_generation_prompt=True, return_tensors="pt", return_dict=True)
+                with torch.inference_mode():
+                    ids = lm.generate(**enc, max_new_tokens=LM_MAX_NEW_TOKENS, do_sample=False,
+                                      pad_token_id=tok.pad_token_id)
+                text = tok.decode(ids[0, enc["input_ids"].shape[1]:], skip_special_tokens=True).strip()
+                done[(kind, q["question_id"])] = text
+                out.write(json.dumps({"kind": kind, "question_id": q["question_id"], "title": title,
+                                      "text": text}) + "\n")
+    return done
+
+
+def lm_synthetic(path: Path, seed: int, cache: Path,
+                 generate: bool = True) -> list[tuple[str, list[Passage], int, str]]:
+    """Not-supported rows from SmolLM2's closed-book replies (kinds ``lm_closed_book`` and ``lm_chat``):
+    each complete sentence of a reply, as the claim extractor splits it, against the question's two
+    supporting paragraphs plus two distractors (the same evidence layout as :func:`synthesise`).
+
+    The labels are "not supported" without a check: a reply written without the paragraph may
+    happen to repeat it ("Shirley Temple was an American actress"). That noise is accepted and
+    stated; dropping such claims by the labeller's own features would make the fit circular."""
+    from .claims import extract_claims
+
+    generations = lm_generations(path, cache, generate=generate)
+    rng = random.Random(seed)
+    rows: list[tuple[str, list[Passage], int, str]] = []
+    with open(path, encoding="utf-8") as fh:
+        questions = [json.loads(line) for line in fh]
+    for qi, q in enumerate(questions):
+        gold = [c for c in q["contexts"] if c.get("is_supporting")]
+        other = [c for c in q["contexts"] if not c.get("is_supporting")]
+        rng.shuffle(other)
+        passages = [Passage(c["id"], c["paragraph_text"]) for c in gold + other[:2]]
+        for kind in LM_PROMPTS:
+            # only the first LM_LIMITS[kind] questions: a larger cache must not change the fit
+            text = generations.get((kind, q["question_id"])) if qi < LM_LIMITS[kind] else None
+            if not text:
+                continue
+            sentences = [x for x in split_sentences(text) if _COMPLETE.search(x)]  # drop a cut-off tail
+            extracted = extract_claims(" ".join(sentences))
+            rows.extend((c, passages, 0, f"lm_{kind}") for c in extracted.claims)
     return rows
 
 
@@ -293,17 +422,23 @@ def _fit_logistic(x: np.ndarray, y: np.ndarray, kinds: Sequence[str] | None = No
     return np.asarray(result.x)
 
 
-def calibrate(path: Path, embedder: SentenceEmbedder | None = None, seed: int = 7) -> dict[str, Any]:
-    """Synthesise, extract features with the labeller's own code, fit, and report the weights."""
+def calibrate(path: Path, embedder: SentenceEmbedder | None = None, seed: int = 7,
+              lm_cache: Path | None = None) -> dict[str, Any]:
+    """Synthesise, extract features with the labeller's own code, fit, and report the weights.
+
+    With ``lm_cache``, SmolLM2's closed-book fabrications (:func:`lm_synthetic`) join the
+    rule-made negatives; they are generated into that file when it lacks them."""
     labeller = OfflineGroundingLabeller(embedder=embedder)
     # Inserted negations keep every content word, so no support feature can see them: they are the
     # contradiction check's job and would only blur the support fit.
     rows = [r for r in synthesise(path, seed=seed) if r[3] != "negation"]
+    if lm_cache is not None:
+        rows += lm_synthetic(path, seed, lm_cache)
     feats = _features(labeller, [(c, p) for c, p, _, _ in rows])
     x = np.array([f for f in feats])
     y = np.array([label for _, _, label, _ in rows], dtype=float)
     kinds = [kind for *_, kind in rows]
-    w = _fit_logistic(x, y, kinds=kinds, signs=[-1 if n.startswith("missing") else 1 for n in FEATURE_NAMES])
+    w = _fit_logistic(x, y, kinds=kinds, signs=[-1 if n in _NEGATIVE else 1 for n in FEATURE_NAMES])
     p = 1 / (1 + np.exp(-(w[0] + x @ w[1:])))
     kinds = sorted({k for *_, k in rows})
     per_kind = {k: round(float(np.mean([(p[i] >= 0.5) == (y[i] == 1) for i, r in enumerate(rows) if r[3] == k])), 3)
@@ -311,7 +446,7 @@ def calibrate(path: Path, embedder: SentenceEmbedder | None = None, seed: int = 
     return {
         "n": len(rows), "seed": seed,
         "weights": {"bias": round(float(w[0]), 2),
-                    **{n: round(float(v) * (-1 if n.startswith("missing") else 1), 2)
+                    **{n: round(float(v) * (-1 if n in _NEGATIVE else 1), 2)
                        for n, v in zip(FEATURE_NAMES, w[1:], strict=True)}},
         "accuracy_by_kind": per_kind,
     }

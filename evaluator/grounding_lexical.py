@@ -260,6 +260,25 @@ def coverage(claim: TextFeatures, evidence: TextFeatures) -> float:
     return len(claim_set & evidence.stem_set) / len(claim_set)
 
 
+# The speaker in the first person singular. Retrieved passages (encyclopedic, news, manuals) rarely
+# speak as "I"; an answer that does states the generator's own persona ("I have been there twice",
+# "my favourite album"), which no such passage supports.
+_FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself|i['’](?:m|ve|d|ll))\b", re.IGNORECASE)
+# ... unless "I" only frames the claim as belief or hearsay: "I think X", "I heard that X" assert X.
+_HEDGE_FRAME = re.compile(
+    r"\bi\s+(?:(?:really|do|also|just)\s+)?(?:think|believe|guess|suppose|know|heard|read|learned|understand|"
+    r"feel|bet|hope|agree|assume|imagine|doubt)\b(?:\s+that)?|\bi['’]m\s+(?:sure|not\s+sure|told|aware)\b"
+    r"(?:\s+that)?|\b(?:as\s+far\s+as\s+i\s+know|if\s+i\s+(?:recall|remember)|i\s+(?:recall|remember)\s+that)\b",
+    re.IGNORECASE,
+)
+
+
+@lru_cache(maxsize=200_000)
+def first_person(text: str) -> bool:
+    """The text speaks in the first person singular about its speaker, beyond a hedge ("I think")."""
+    return bool(_FIRST_PERSON.search(_HEDGE_FRAME.sub(" ", text)))
+
+
 def bigram_coverage(claim: TextFeatures, evidence: TextFeatures) -> float:
     """Share of the claim's content bigrams found in the evidence; word order and pairing matter here,
     which unigram coverage cannot see ("A beat B" vs "B beat A" aside, it catches recombined facts)."""

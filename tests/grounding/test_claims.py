@@ -76,3 +76,32 @@ def test_a_list_closed_by_and_is_not_split_and_initials_do_not_end_a_sentence() 
     assert extract_claims(listed).claims == (listed,)
     assert extract_claims('Annie Zaleski of "The A.V. Club" deemed it a standout on the album.').claims == (
         'Annie Zaleski of "The A.V. Club" deemed it a standout on the album.',)
+
+
+def test_lower_cased_text_splits_into_sentences() -> None:
+    # chat text without capitals: a closing question must not swallow the statement before it
+    text = "he is a great player. did you know that iowa painted the visitors' locker room pink?"
+    assert split_sentences(text) == ["he is a great player.",
+                                     "did you know that iowa painted the visitors' locker room pink?"]
+    assert extract_claims(text).claims == ("he is a great player.", "iowa painted the visitors' locker room pink.")
+    # abbreviations and decimals still hold in lower case; text with capitals keeps the capital rule
+    assert split_sentences("it cost 3.5 million in the u.s. in jan. 2020. it rained.") == [
+        "it cost 3.5 million in the u.s. in jan. 2020.", "it rained."]
+    assert split_sentences("See e.g. the Tower. it is tall.") == ["See e.g. the Tower. it is tall."]
+
+
+@pytest.mark.parametrize("answer", ["Paris.", "In 1889.", "It is a comedy.", "he was a mathematician"])
+def test_a_one_word_answer_is_a_claim(answer: str) -> None:
+    # RAG answers are often this short: they assert the answer, so their groundedness is defined
+    assert extract_claims(answer).claims == (answer,)
+
+
+@pytest.mark.parametrize("answer", ["I like dogs.", "You're right.", "Absolutely!", "That's true!",
+                                    "i believe it was.", "Yes! I am a geologist."])
+def test_one_content_word_about_the_speakers_is_chit_chat(answer: str) -> None:
+    assert extract_claims(answer).kind == "generic"
+
+
+def test_filler_sentences_beside_a_claim_are_dropped() -> None:
+    assert extract_claims("Yes, that's so cool! Granite forms from slowly cooling magma.").claims == (
+        "Granite forms from slowly cooling magma.",)

@@ -37,3 +37,13 @@ def test_bigram_coverage_of_a_short_claim_is_shrunk_toward_word_coverage() -> No
     # every claim word but "based" is there; its two pairs are both missing: not 0, not 1
     assert 0.0 < bigram_coverage(claim, evidence) < 0.5
     assert bigram_coverage(features("Home games in Foxborough."), evidence) == 1.0
+
+
+
+def test_first_person_beyond_a_hedge() -> None:
+    from ragtrace_evaluator.grounding_lexical import first_person
+
+    assert first_person("I have been to Paris twice.") and first_person("My favourite album is Thriller.")
+    assert first_person("i love crayola so much")
+    assert not first_person("I think the tower is tall.") and not first_person("I heard that it opened in 1932.")
+    assert not first_person("The IMF said so.")

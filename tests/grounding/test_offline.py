@@ -160,3 +160,27 @@ def test_a_name_stated_elsewhere_in_the_passage_is_no_substitution(offline) -> N
                            [page])
     assert result.verdict != "contradicted", result
     assert result.claims[0].contradiction == 0.0
+
+
+def test_unseen_and_persona_features(offline) -> None:  # type: ignore[no-untyped-def]
+    sentences = ["The Eiffel Tower was completed in March 1889 in Paris.", "It is 330 metres tall."]
+    vecs = offline.embedder.embed(["x", *sentences])
+
+    def feats(claim: str):  # type: ignore[no-untyped-def]
+        return offline.claim_features(claim, vecs[0], sentences, [0, 0], vecs[1:])
+
+    exact = feats("The Eiffel Tower was completed in 1889.")
+    assert exact.unseen == 0.0 and exact.persona == 0.0
+    # one of five content stems (eiffel, tower, complet, 1889, napoleon) is in no passage
+    assert abs(feats("The Eiffel Tower was completed in 1889 by Napoleon.").unseen - 1 / 5) < 1e-9
+    # every word is in the evidence, but the passage says nothing about the speaker
+    assert feats("I have been to Paris.").persona == 1.0
+    assert feats("I think the Eiffel Tower was completed in 1889.").persona == 0.0  # a hedge, not a persona
+    assert len(exact.vector()) == 7
+
+
+def test_a_one_word_sentence_beside_a_supported_claim_is_judged(offline) -> None:  # type: ignore[no-untyped-def]
+    result = offline.judge("Water boils at 100 degrees Celsius at sea level. It is poisonous.", PASSAGES)
+    assert [c.claim for c in result.claims] == ["Water boils at 100 degrees Celsius at sea level.", "It is poisonous."]
+    assert [c.verdict for c in result.claims] == ["entailed", "neutral"]
+    assert result.verdict == "neutral"
