@@ -264,10 +264,11 @@ def coverage(claim: TextFeatures, evidence: TextFeatures) -> float:
 # speak as "I"; an answer that does states the generator's own persona ("I have been there twice",
 # "my favourite album"), which no such passage supports.
 _FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself|i['’](?:m|ve|d|ll))\b", re.IGNORECASE)
-# ... unless "I" only frames the claim as belief or hearsay: "I think X", "I heard that X" assert X.
+# ... unless "I" only frames the claim as belief, hearsay or a report: "I think X", "I heard that X",
+# "I found that X" (a RAG answer citing its sources) assert X.
 _HEDGE_FRAME = re.compile(
-    r"\bi\s+(?:(?:really|do|also|just)\s+)?(?:think|believe|guess|suppose|know|heard|read|learned|understand|"
-    r"feel|bet|hope|agree|assume|imagine|doubt)\b(?:\s+that)?|\bi['’]m\s+(?:sure|not\s+sure|told|aware)\b"
+    r"\bi\s+(?:(?:really|do|also|just|can|would|could)\s+)?(?:think|believe|guess|suppose|know|heard|read|learned|"
+    r"understand|feel|bet|hope|agree|assume|imagine|doubt|found|see|noticed|confirm|say)\b(?:\s+that)?|\bi['’]m\s+(?:sure|not\s+sure|told|aware)\b"
     r"(?:\s+that)?|\b(?:as\s+far\s+as\s+i\s+know|if\s+i\s+(?:recall|remember)|i\s+(?:recall|remember)\s+that)\b",
     re.IGNORECASE,
 )

@@ -46,4 +46,5 @@ def test_first_person_beyond_a_hedge() -> None:
     assert first_person("I have been to Paris twice.") and first_person("My favourite album is Thriller.")
     assert first_person("i love crayola so much")
     assert not first_person("I think the tower is tall.") and not first_person("I heard that it opened in 1932.")
+    assert not first_person("I found that the bridge opened in 1932.")  # a RAG answer reporting its sources
     assert not first_person("The IMF said so.")
