@@ -140,15 +140,17 @@ def measure_collector(bodies: list[bytes], n_traces: int, clients: int, workdir:
         base_q = metric(url, "ragtrace_rows_written_total{table=\"queries\"}")
         base_d = metric(url, "ragtrace_rows_written_total{table=\"documents\"}")
         cpu0 = cpu_seconds(proc.pid)
+        client0 = time.process_time()
         t0 = time.perf_counter()
         post_all(url, bodies, clients)
         acked = time.perf_counter() - t0
+        client_cpu = time.process_time() - client0
         while metric(url, "ragtrace_rows_written_total{table=\"queries\"}") < base_q + n_traces:
             time.sleep(0.01)
         elapsed = time.perf_counter() - t0
         user, system = (b - a for a, b in zip(cpu0, cpu_seconds(proc.pid), strict=True))
         docs = metric(url, "ragtrace_rows_written_total{table=\"documents\"}") - base_d
-        out: dict[str, Any] = {"seconds": elapsed, "acked_seconds": acked, "doc_rows": docs,
+        out: dict[str, Any] = {"seconds": elapsed, "acked_seconds": acked, "doc_rows": docs, "client_cpu": client_cpu,
                                "rss_mb_after": rss_mb(proc.pid), "cpu_user": user, "cpu_system": system}
         if overload > 0:
             out.update(overload_phase(url, proc.pid, bodies, overload))
@@ -257,7 +259,8 @@ def main() -> None:
         print(f"           collector CPU {cpu * 1e6 / a.traces:,.0f} µs per trace "
               f"({col['cpu_user'] * 1e6 / a.traces:,.0f} user + "
               f"{col['cpu_system'] * 1e6 / a.traces:,.0f} system, all threads: "
-              f"{cpu / col['seconds']:.2f} cores busy)")
+              f"{cpu / col['seconds']:.2f} cores busy; the load generator used "
+              f"{col['client_cpu'] / col['acked_seconds']:.2f} cores)")
         print(f"limit:     {a.traces / limit_s:,.0f} traces/s (protobuf parse {lim['parse_seconds'] * 1e3:.0f} ms + "
               f"Arrow insert {lim['insert_seconds'] * 1e3:.0f} ms for the same rows)")
         print(f"ratio:     {(a.traces / col['seconds']) / (a.traces / limit_s):.1%} of the limit")

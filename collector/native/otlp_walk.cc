@@ -19,7 +19,6 @@
 //                     status_message, events_or_None, other_attributes, ordinal_or_None)
 //       ordinal: the span's index when it has document attributes, for documents()
 //   request.documents(plan, tenant, written) -> (documents columns, passages columns, nbytes)
-//       (after spans(), which finds each span's document attributes)
 //       plan: [(ordinal, trace_id_hex, span_id_hex, start_ms, top_k_or_None, truncating), ...]
 
 #define PY_SSIZE_T_CLEAN
@@ -31,6 +30,7 @@
 #include <cstdint>
 #include <algorithm>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -138,8 +138,16 @@ PyObject* any_value(const AnyValue& v, int depth) {
 // so that everything else can be a view into the request's arena.
 using Owned = std::deque<std::string>;
 
-// assemble._as_text: a value as text; false with a Python error set on failure.
-bool as_text(const AnyValue& v, Owned* owned, std::string_view* out) {
+// Document values are read without the GIL when they are plain (strings; numbers for scores).
+// Anything else needs Python (`python` false: `*needs_python` is set and the caller starts again
+// holding the GIL).
+struct PyAccess {
+  bool python;               // the GIL is held: Python may be called
+  bool needs_python = false;  // set when a value needed Python and `python` was false
+};
+
+// assemble._as_text: a value as text; false on failure (a Python error set, or needs_python).
+bool as_text(const AnyValue& v, Owned* owned, std::string_view* out, PyAccess* py) {
   if (v.value_case() == AnyValue::kStringValue) {
     *out = v.string_value();
     return true;
@@ -147,6 +155,10 @@ bool as_text(const AnyValue& v, Owned* owned, std::string_view* out) {
   if (v.value_case() == AnyValue::VALUE_NOT_SET) {
     *out = std::string_view();
     return true;
+  }
+  if (!py->python) {
+    py->needs_python = true;
+    return false;
   }
   Ref value(any_value(v, 0));
   if (!value.p) return false;
@@ -159,29 +171,41 @@ bool as_text(const AnyValue& v, Owned* owned, std::string_view* out) {
   return true;
 }
 
-// assemble._as_float: a finite float, or nothing.
-std::optional<double> as_float(const AnyValue& v) {
+// Python's float() of a string, if finite: the same spellings the Python walk accepts.
+std::optional<double> float_of_text(const std::string& text) {
+  Ref s(str_of(text));
+  Ref f(s.p ? PyFloat_FromString(s.p) : nullptr);
+  if (!f.p) {
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  double d = PyFloat_AS_DOUBLE(f.p);
+  if (std::isfinite(d)) return d;
+  return std::nullopt;
+}
+
+// assemble._as_float: a finite float, or nothing (false only for needs_python).
+bool as_float(const AnyValue& v, std::optional<double>* out, PyAccess* py) {
   switch (v.value_case()) {
     case AnyValue::kDoubleValue:
-      if (std::isfinite(v.double_value())) return v.double_value();
-      return std::nullopt;
+      *out = std::isfinite(v.double_value()) ? std::optional<double>(v.double_value()) : std::nullopt;
+      return true;
     case AnyValue::kIntValue:
-      return static_cast<double>(v.int_value());
-    case AnyValue::kStringValue: {
-      Ref s(str_of(v.string_value()));
-      Ref f(s.p ? PyFloat_FromString(s.p) : nullptr);  // Python's float(): the same spellings
-      if (!f.p) {
-        PyErr_Clear();
-        return std::nullopt;
+      *out = static_cast<double>(v.int_value());
+      return true;
+    case AnyValue::kStringValue:
+      if (!py->python) {
+        py->needs_python = true;
+        return false;
       }
-      double d = PyFloat_AS_DOUBLE(f.p);
-      if (std::isfinite(d)) return d;
-      return std::nullopt;
-    }
+      *out = float_of_text(v.string_value());
+      return true;
     default:
-      return std::nullopt;
+      *out = std::nullopt;
+      return true;
   }
 }
+
 
 // assemble.parse_document_key: (stage * 2^24 + rank, field code), or false. The first prefix
 // followed by "." decides, as in Python.
@@ -277,7 +301,7 @@ struct DocAttr {
   int code;
 };
 
-bool read_documents(const std::vector<DocAttr>& attrs, Owned* owned, SpanDocuments* d) {
+bool read_documents(const std::vector<DocAttr>& attrs, Owned* owned, SpanDocuments* d, PyAccess* py) {
   for (const DocAttr& a : attrs) {
     long long slot = a.slot;
     const AnyValue& v = *a.value;
@@ -286,11 +310,11 @@ bool read_documents(const std::vector<DocAttr>& attrs, Owned* owned, SpanDocumen
         d->contents.put(slot) = &v;  // read only if the text is needed
         break;
       case F_SCORE:
-        d->scores.put(slot) = as_float(v);
+        if (!as_float(v, &d->scores.put(slot), py)) return false;
         break;
       default: {
         SlotMap<std::string_view>& target = a.code == F_ID ? d->ids : a.code == F_META ? d->metas : d->hashes;
-        if (!as_text(v, owned, &target.put(slot))) return false;
+        if (!as_text(v, owned, &target.put(slot), py)) return false;
       }
     }
   }
@@ -342,6 +366,9 @@ struct Output {
   std::unordered_map<std::string_view, long long> seen;  // content hash -> length, this request
   std::unordered_set<std::string_view> known;            // hashes the store has in full
   Owned owned;  // text the views above point to that is not in the message
+  PyAccess py{true};
+  // written.get((tenant, hash), 0) looked up beforehand (holding the GIL), for the pass without it
+  const std::unordered_map<std::string_view, long long>* known_lengths = nullptr;
   long long nbytes = 0;
 };
 
@@ -378,7 +405,11 @@ long long known_length(PyObject* written, PyObject* tenant, std::string_view has
   return n;
 }
 
-bool sha256_hex(std::string_view text, Owned* owned, std::string_view* out) {
+bool sha256_hex(std::string_view text, Owned* owned, std::string_view* out, PyAccess* py) {
+  if (!py->python) {
+    py->needs_python = true;
+    return false;
+  }
   Ref s(PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "strict"));
   Ref hex(s.p ? PyObject_CallOneArg(g_digest, s.p) : nullptr);
   if (!hex.p) return false;
@@ -402,7 +433,7 @@ bool span_documents(const std::vector<DocAttr>& attrs, PyObject* tenant, PyObjec
                     std::string_view span_id, long long start_ms, std::optional<long long> top_k, bool truncating,
                     Output* o) {
   SpanDocuments d;
-  if (!read_documents(attrs, &o->owned, &d)) return false;
+  if (!read_documents(attrs, &o->owned, &d, &o->py)) return false;
   std::vector<long long> slots = d.ids.slots;
   std::vector<std::string_view> doc_ids, chashes;
   std::vector<std::optional<double>> score_col;
@@ -421,12 +452,19 @@ bool span_documents(const std::vector<DocAttr>& attrs, PyObject* tenant, PyObjec
     for (size_t i = 0; i < d.contents.size() && i < chashes.size(); ++i) {
       std::string_view chash = chashes[i];
       if (o->seen.count(chash) || o->known.count(chash)) continue;
-      if (known_length(written, tenant, chash, &err) > 0) {
+      long long length = 0;
+      if (o->known_lengths) {
+        auto it = o->known_lengths->find(chash);
+        length = it == o->known_lengths->end() ? 0 : it->second;
+      } else {
+        length = known_length(written, tenant, chash, &err);
+      }
+      if (length > 0) {
         o->known.insert(chash);  // the same passage recurs at every stage: ask the cache once
         continue;
       }
       if (err) return false;
-      if (!as_text(*d.contents.values[i], &o->owned, &content)) return false;
+      if (!as_text(*d.contents.values[i], &o->owned, &content, &o->py)) return false;
       if (content.empty()) continue;
       long long n = static_cast<long long>(code_points(content));
       o->seen[chash] = n;
@@ -461,12 +499,12 @@ bool span_documents(const std::vector<DocAttr>& attrs, PyObject* tenant, PyObjec
       const AnyValue* const* ref = d.contents.get(slots[i]);
       bool truncated = false, have = false;
       if (ref && (truncating || chash.empty() || !o->seen.count(chash))) {
-        if (!as_text(**ref, &o->owned, &content)) return false;
+        if (!as_text(**ref, &o->owned, &content, &o->py)) return false;
         have = !content.empty();
       }
       if (have && (truncating || chash.empty())) {
         std::string_view digest;
-        if (!sha256_hex(content, &o->owned, &digest)) return false;
+        if (!sha256_hex(content, &o->owned, &digest, &o->py)) return false;
         truncated = !chash.empty() && chash != digest;
         if (chash.empty()) chash = digest;
       }
@@ -552,13 +590,17 @@ struct Request {
   Block block;  // the arena's first block, ours
   ExportTraceServiceRequest* message;
   std::vector<const Span*>* spans;  // flattened, in request order
-  std::vector<std::vector<DocAttr>>* docs;  // per span, filled by spans()
+  std::vector<std::vector<DocAttr>>* docs;             // per span: its document attributes
+  std::vector<std::vector<const KeyValue*>>* others;  // per span: the rest
 };
 
 void request_dealloc(Request* self) {
-  delete self->spans;
+  // Freeing a request's strings is a few hundred free() calls per trace: no Python needed.
+  Py_BEGIN_ALLOW_THREADS delete self->spans;
   delete self->docs;
+  delete self->others;
   delete self->arena;  // frees the message and any further blocks
+  Py_END_ALLOW_THREADS
   give_block(self->block);
   Py_TYPE(self)->tp_free(reinterpret_cast<PyObject*>(self));
 }
@@ -587,25 +629,19 @@ PyObject* events_of(const Span& span) {
   return Py_BuildValue("{s:O,s:O}", "events", events.p, "links", links.p);
 }
 
-PyObject* span_tuple(const Span& span, size_t ordinal, std::vector<DocAttr>* doc_attrs) {
+PyObject* span_tuple(const Span& span, size_t ordinal, const std::vector<DocAttr>& doc_attrs,
+                     const std::vector<const KeyValue*>& others) {
   Ref other(PyDict_New());
   if (!other.p) return nullptr;
-  doc_attrs->clear();
-  for (const KeyValue& kv : span.attributes()) {
-    long long slot;
-    int code;
-    if (document_key(kv.key(), &slot, &code)) {
-      doc_attrs->push_back({&kv.value(), slot, code});
-      continue;
-    }
-    Ref key(str_of(kv.key()));
-    Ref val(key.p ? any_value(kv.value(), 0) : nullptr);
+  for (const KeyValue* kv : others) {
+    Ref key(str_of(kv->key()));
+    Ref val(key.p ? any_value(kv->value(), 0) : nullptr);
     if (!val.p || PyDict_SetItem(other.p, key.p, val.p) < 0) return nullptr;
   }
   Ref events(events_of(span));
   Ref name(str_of(span.name()));
   Ref message(str_of(span.status().message()));
-  Ref ord(!doc_attrs->empty() ? PyLong_FromSize_t(ordinal) : Py_NewRef(Py_None));
+  Ref ord(!doc_attrs.empty() ? PyLong_FromSize_t(ordinal) : Py_NewRef(Py_None));
   if (!events.p || !name.p || !message.p || !ord.p) return nullptr;
   const auto& tid = span.trace_id();
   const auto& sid = span.span_id();
@@ -627,7 +663,7 @@ PyObject* request_spans(Request* self, PyObject*) {
     if (!resource.p || !spans.p) return nullptr;
     for (const auto& ss : rs.scope_spans()) {
       for (const Span& span : ss.spans()) {
-        Ref t(span_tuple(span, ordinal, &(*self->docs)[ordinal]));
+        Ref t(span_tuple(span, ordinal, (*self->docs)[ordinal], (*self->others)[ordinal]));
         ++ordinal;
         if (!t.p || PyList_Append(spans.p, t.p) < 0) return nullptr;
       }
@@ -638,47 +674,88 @@ PyObject* request_spans(Request* self, PyObject*) {
   return out.release();
 }
 
+struct PlanItem {
+  Py_ssize_t ordinal;
+  std::string_view trace_id, span_id;
+  long long start_ms;
+  std::optional<long long> top_k;
+  bool truncating;
+};
+
 PyObject* request_documents(Request* self, PyObject* args) {
   PyObject *plan, *tenant, *written;
   if (!PyArg_ParseTuple(args, "O!UO", &PyList_Type, &plan, &tenant, &written)) return nullptr;
-  Output o;
+  std::vector<PlanItem> items;
   for (Py_ssize_t i = 0; i < PyList_GET_SIZE(plan); ++i) {
-    Py_ssize_t ordinal;
+    PlanItem it;
     const char *tid, *sid;
     Py_ssize_t tid_n, sid_n;
-    long long start_ms;
     PyObject* top_k_obj;
     int truncating;
-    if (!PyArg_ParseTuple(PyList_GET_ITEM(plan, i), "ns#s#LOp", &ordinal, &tid, &tid_n, &sid, &sid_n, &start_ms,
-                          &top_k_obj, &truncating))
+    if (!PyArg_ParseTuple(PyList_GET_ITEM(plan, i), "ns#s#LOp", &it.ordinal, &tid, &tid_n, &sid, &sid_n,
+                          &it.start_ms, &top_k_obj, &truncating))
       return nullptr;
-    if (ordinal < 0 || static_cast<size_t>(ordinal) >= self->spans->size()) {
+    if (it.ordinal < 0 || static_cast<size_t>(it.ordinal) >= self->spans->size()) {
       PyErr_SetString(PyExc_IndexError, "span ordinal out of range");
       return nullptr;
     }
-    std::optional<long long> top_k;
     if (top_k_obj != Py_None) {
-      top_k = PyLong_AsLongLong(top_k_obj);
-      if (*top_k == -1 && PyErr_Occurred()) return nullptr;
+      it.top_k = PyLong_AsLongLong(top_k_obj);
+      if (*it.top_k == -1 && PyErr_Occurred()) return nullptr;
     }
-    if (!span_documents((*self->docs)[ordinal], tenant, written, std::string_view(tid, tid_n),
-                        std::string_view(sid, sid_n), start_ms, top_k, truncating, &o))
-      return nullptr;
+    it.trace_id = std::string_view(tid, tid_n);  // the plan (and its strings) outlive this call
+    it.span_id = std::string_view(sid, sid_n);
+    it.truncating = truncating;
+    items.push_back(it);
   }
-  if (o.doc_id.data.size() > INT32_MAX || o.p_content.data.size() > INT32_MAX || o.trace_id.data.size() > INT32_MAX) {
+  // What the store has, asked once per distinct hash while the GIL is held; then the rows are
+  // built without it (other threads parse and serve meanwhile). Values that need Python (a
+  // number as an id, a score spelled as text, a passage to hash) send the request through the
+  // same code again with the GIL held.
+  std::unordered_map<std::string_view, long long> known_lengths;
+  for (const PlanItem& it : items) {
+    for (const DocAttr& a : (*self->docs)[it.ordinal]) {
+      if (a.code != F_HASH || a.value->value_case() != AnyValue::kStringValue) continue;
+      std::string_view hash = a.value->string_value();
+      if (known_lengths.count(hash)) continue;
+      bool err = false;
+      long long n = known_length(written, tenant, hash, &err);
+      if (err) return nullptr;
+      known_lengths.emplace(hash, n);
+    }
+  }
+  auto build = [&](Output* o) {
+    for (const PlanItem& it : items)
+      if (!span_documents((*self->docs)[it.ordinal], tenant, written, it.trace_id, it.span_id, it.start_ms, it.top_k,
+                          it.truncating, o))
+        return false;
+    return true;
+  };
+  auto o = std::make_unique<Output>();
+  o->py.python = false;
+  o->known_lengths = &known_lengths;
+  bool built;
+  Py_BEGIN_ALLOW_THREADS built = build(o.get());
+  Py_END_ALLOW_THREADS
+  if (!built) {
+    if (!o->py.needs_python) return nullptr;  // an error with the exception set (cannot happen without Python)
+    o = std::make_unique<Output>();  // again, holding the GIL
+    if (!build(o.get())) return nullptr;
+  }
+  if (o->doc_id.data.size() > INT32_MAX || o->p_content.data.size() > INT32_MAX || o->trace_id.data.size() > INT32_MAX) {
     PyErr_SetString(g_error, "request too large for 32-bit Arrow offsets");
     return nullptr;
   }
-  Ref docs(Py_BuildValue("{s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N}", "trace_id", str_col(o.trace_id), "span_id",
-                         str_col(o.span_id), "stage", str_col(o.stage), "rank", num_col("i64", o.rank), "doc_id",
-                         str_col(o.doc_id), "score", num_col("f64", o.score), "content_hash", str_col(o.content_hash),
-                         "metadata", str_col(o.metadata), "top_k", num_col("i64", o.top_k), "start_time",
-                         num_col("ts", o.start_time)));
-  Ref passages(Py_BuildValue("{s:N,s:N,s:N,s:N}", "content_hash", str_col(o.p_hash), "content", str_col(o.p_content),
-                             "content_length", num_col("i64", o.p_length), "truncated",
-                             num_col("bool", o.p_truncated)));
+  Ref docs(Py_BuildValue("{s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N}", "trace_id", str_col(o->trace_id), "span_id",
+                         str_col(o->span_id), "stage", str_col(o->stage), "rank", num_col("i64", o->rank), "doc_id",
+                         str_col(o->doc_id), "score", num_col("f64", o->score), "content_hash", str_col(o->content_hash),
+                         "metadata", str_col(o->metadata), "top_k", num_col("i64", o->top_k), "start_time",
+                         num_col("ts", o->start_time)));
+  Ref passages(Py_BuildValue("{s:N,s:N,s:N,s:N}", "content_hash", str_col(o->p_hash), "content", str_col(o->p_content),
+                             "content_length", num_col("i64", o->p_length), "truncated",
+                             num_col("bool", o->p_truncated)));
   if (!docs.p || !passages.p) return nullptr;
-  return Py_BuildValue("(OOL)", docs.p, passages.p, o.nbytes);
+  return Py_BuildValue("(OOL)", docs.p, passages.p, o->nbytes);
 }
 
 PyMethodDef request_methods[] = {
@@ -706,32 +783,49 @@ PyObject* parse(PyObject*, PyObject* arg) {
   options.max_block_size = 16 << 20;
   auto* arena = new google::protobuf::Arena(options);
   auto* message = google::protobuf::Arena::CreateMessage<ExportTraceServiceRequest>(arena);
+  auto* spans = new std::vector<const Span*>();
+  auto* docs = new std::vector<std::vector<DocAttr>>();
+  auto* others = new std::vector<std::vector<const KeyValue*>>();
   bool parsed = false;
   if (buf.len <= INT32_MAX) {
+    // Parsing and sorting attributes into document fields and the rest need no Python objects.
     Py_BEGIN_ALLOW_THREADS parsed = message->ParseFromArray(buf.buf, static_cast<int>(buf.len));
+    if (parsed) {
+      for (const auto& rs : message->resource_spans())
+        for (const auto& ss : rs.scope_spans())
+          for (const Span& span : ss.spans()) {
+            spans->push_back(&span);
+            auto& doc_attrs = docs->emplace_back();
+            auto& other = others->emplace_back();
+            for (const KeyValue& kv : span.attributes()) {
+              long long slot;
+              int code;
+              if (document_key(kv.key(), &slot, &code))
+                doc_attrs.push_back({&kv.value(), slot, code});
+              else
+                other.push_back(&kv);
+            }
+          }
+    }
     Py_END_ALLOW_THREADS
   }
   PyBuffer_Release(&buf);
-  if (!parsed) {
-    delete arena;
-    give_block(block);
-    PyErr_SetString(g_error, "not a valid OTLP ExportTraceServiceRequest");
-    return nullptr;
-  }
-  Request* self = PyObject_New(Request, &RequestType);
+  Request* self = parsed ? PyObject_New(Request, &RequestType) : nullptr;
   if (!self) {
+    delete spans;
+    delete docs;
+    delete others;
     delete arena;
     give_block(block);
+    if (!parsed) PyErr_SetString(g_error, "not a valid OTLP ExportTraceServiceRequest");
     return nullptr;
   }
   self->arena = arena;
   self->block = block;
   self->message = message;
-  self->spans = new std::vector<const Span*>();
-  for (const auto& rs : message->resource_spans())
-    for (const auto& ss : rs.scope_spans())
-      for (const Span& span : ss.spans()) self->spans->push_back(&span);
-  self->docs = new std::vector<std::vector<DocAttr>>(self->spans->size());
+  self->spans = spans;
+  self->docs = docs;
+  self->others = others;
   return reinterpret_cast<PyObject*>(self);
 }
 
