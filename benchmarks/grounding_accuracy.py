@@ -20,6 +20,9 @@ accuracy and per-class precision/recall use each system's fixed, a-priori thresh
 three; for the labeller that is "every claim entailed"), never a threshold fitted to these files.
 CIs are percentile bootstrap over items (seeded).
 
+``--labeller nli:MODEL`` (or ``llm:MODEL@URL``) measures another grounding labeller the same way, e.g.
+an NLI cross-encoder where its weights can be installed (none can be on the development machine).
+
 ``--calibrate`` refits the labeller's support weights on synthetic claims built from HotpotQA
 (see ragtrace_evaluator.grounding_calibration) and prints them; it never reads BEGIN or WiCE. It
 also uses SmolLM2's closed-book replies, cached in ``--lm-cache`` (default
@@ -43,7 +46,7 @@ from ragtrace_evaluator.claims import extract_claims, split_sentences
 from ragtrace_evaluator.grounding_embed import SentenceEmbedder
 from ragtrace_evaluator.grounding_lexical import STOPWORDS
 from ragtrace_evaluator.grounding_offline import OfflineGroundingLabeller
-from ragtrace_evaluator.labeller import Passage
+from ragtrace_evaluator.labeller import GroundingLabeller, Passage, make_grounding_labeller
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT / ".." / "shared" / "data" / "grounding-dev"
@@ -109,7 +112,7 @@ def minilm_cosine(items: Sequence[Item], embedder: SentenceEmbedder) -> np.ndarr
     return np.array(scores)
 
 
-def labeller_scores(items: Sequence[Item], labeller: OfflineGroundingLabeller) -> tuple[np.ndarray, np.ndarray, int]:
+def labeller_scores(items: Sequence[Item], labeller: GroundingLabeller) -> tuple[np.ndarray, np.ndarray, int]:
     """(score, predicted-supported, number of items the claim extractor found claim-less), from the
     labeller's own answer-level output (``judge_many``): score = ``GroundingResult.score`` (the
     weakest claim's support × (1 − contradiction)), predicted = verdict ``entailed``. An answer with
@@ -210,9 +213,10 @@ def print_table(results: list[dict[str, object]]) -> None:
         print("|---" * (len(cols) + 1) + "|")
         for sys_name, metrics in systems.items():
             print(f"| {sys_name} | " + " | ".join(_fmt(metrics[c]) for c in cols) + " |")
-        base = max(systems[s]["auroc"]["value"] for s in systems if s != "offline labeller")
-        gap = systems["offline labeller"]["auroc"]["value"] - base
-        print(f"offline labeller AUROC − best baseline = {gap:+.3f} (target ≥ +0.050)")
+        ours = list(systems)[-1]  # the labeller under test comes after the two baselines
+        base = max(systems[s]["auroc"]["value"] for s in systems if s != ours)
+        gap = systems[ours]["auroc"]["value"] - base
+        print(f"{ours} AUROC − best baseline = {gap:+.3f} (target ≥ +0.050)")
         cb = res["claim_bearing"]
         assert isinstance(cb, dict)
         if cb["n"] < first["n"]:
@@ -277,6 +281,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--limit", type=int, help="first N items per set (smoke runs)")
     parser.add_argument("--bootstrap", type=int, default=1000)
+    parser.add_argument("--labeller", default="offline",
+                        help="the grounding labeller to measure (as `ragtrace audit --labeller`): offline, "
+                             "nli:<model id or directory>, llm:<model>@<base URL>")
     parser.add_argument("--calibrate", action="store_true")
     parser.add_argument("--lm-cache", type=Path, default=ROOT / "build" / "grounding-synthetic" / "smollm2_raw.jsonl",
                         help="SmolLM2 closed-book replies for --calibrate (generated into it when missing)")
@@ -308,7 +315,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.data.exists():
         print(f"no grounding dev data at {args.data}; pass --data", file=sys.stderr)
         return 2
-    labeller = OfflineGroundingLabeller(embedder=embedder)
+    labeller: GroundingLabeller = (OfflineGroundingLabeller(embedder=embedder) if args.labeller == "offline"
+                                   else make_grounding_labeller(args.labeller))
+    ours_name = "offline labeller" if args.labeller == "offline" else f"labeller {args.labeller}"
     started = time.perf_counter()
     begin, generic = load_begin(args.data / "begin", args.limit)
     wice = load_wice(args.data / "wice", args.limit)
@@ -328,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
             forced_counts.append(forced)
             return s, p
 
-        return {"token overlap": overlap, "MiniLM cosine": cosine, "offline labeller": ours}
+        return {"token overlap": overlap, "MiniLM cosine": cosine, ours_name: ours}
 
     forced_counts: list[int] = []
     results.append(run_set("BEGIN dev, fully vs not fully attributable", begin, systems(begin), args.bootstrap))

@@ -77,6 +77,7 @@ class NLIModel:
         self._lock = threading.Lock()
         self._model: Any = None
         self._tokenizer: Any = None
+        self._max_tokens = max_length
         self._labels: dict[str, int] = {}
         #: pairs actually run through the model (cache misses), and forward passes
         self.pairs_scored = 0
@@ -101,6 +102,16 @@ class NLIModel:
         self._model.eval()
         self._labels = map_labels(dict(self._model.config.id2label))
         self._torch = torch
+        # Never feed the model more positions than it has: the tokenizer's limit when it states one
+        # (RoBERTa's config counts two extra positions), else the config's.
+        limits = [self.max_length]
+        tokenizer_max = getattr(self._tokenizer, "model_max_length", None)
+        if isinstance(tokenizer_max, int) and 0 < tokenizer_max < 1_000_000:
+            limits.append(tokenizer_max)
+        positions = getattr(self._model.config, "max_position_embeddings", None)
+        if isinstance(positions, int) and positions > 0:
+            limits.append(positions)
+        self._max_tokens = min(limits)
 
     @property
     def labels(self) -> dict[str, int]:
@@ -137,8 +148,10 @@ class NLIModel:
             items = list(todo.items())
             for start in range(0, len(items), self.batch_size):
                 chunk = items[start:start + self.batch_size]
+                # The passage is cut first; a claim longer than the whole window is cut too.
                 enc = self._tokenizer([p for _, (p, _) in chunk], [h for _, (_, h) in chunk], padding=True,
-                                      truncation="only_first", max_length=self.max_length, return_tensors="pt")
+                                      truncation="longest_first", max_length=self._max_tokens,
+                                      return_tensors="pt")
                 with torch.inference_mode():
                     probs = torch.softmax(self._model(**enc).logits.float(), dim=-1).cpu().numpy()
                 self.batches_run += 1

@@ -81,3 +81,12 @@ def test_grounding_labeller_over_tiny_models(entail_dir: Path, contra_dir: Path)
     assert result[1].verdict == "abstained" and result[1].groundedness is None
     manifest = contradicting.manifest()
     assert manifest["kind"] == "nli" and manifest["file_hash"] and manifest["labels"]["contradiction"] == 2
+
+
+def test_inputs_longer_than_the_model_are_truncated_not_fatal(entail_dir: Path) -> None:
+    # the tiny model has 64 positions; a long passage and a long claim must still be scored
+    model = NLIModel(entail_dir, batch_size=4)
+    passage = " ".join(["the water boils at 100 degrees ."] * 40)
+    claim = " ".join(["the tower is in paris ."] * 30)
+    (probs,) = model.predict([(passage, claim)])
+    assert probs["entailment"] > 0.9
