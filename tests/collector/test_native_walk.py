@@ -11,6 +11,9 @@ from __future__ import annotations
 import hashlib
 import math
 import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -54,7 +57,7 @@ def _same(a: Any, b: Any) -> bool:
                                                     and isinstance(a, (int, float)) and isinstance(b, (int, float)))
 
 
-def assert_same_rows(req: ExportTraceServiceRequest, written: dict[tuple[str, str], int] | None = None) -> Rows:
+def assert_same_rows(req: ExportTraceServiceRequest, written: Mapping[tuple[str, str], int] | None = None) -> Rows:
     body = req.SerializeToString()
     expected = assemble(req, "t1", NOW, written)
     got = native_walk.assemble_body(body, "t1", NOW, written)
@@ -103,8 +106,10 @@ def test_passages_the_store_has_are_not_read_again_and_truncated_copies_are_repl
     full = {("t1", h): 200 for h in hashes[:6]}
     truncated = {("t1", h): -50 for h in hashes[:6]}
     other_tenant = {("t2", h): 200 for h in hashes}
-    for written in (full, truncated, other_tenant):
+    for written in (full, truncated, other_tenant, OrderedDict(full)):
         assert_same_rows(req, written)
+    # any Mapping will do (the native walk asks it through .get when it is not a dict)
+    assert_same_rows(req, MappingProxyType(full))  # type: ignore[arg-type]
 
 
 def test_openinference_documents_without_ids_or_hashes_are_hashed_like_the_python_walk() -> None:
