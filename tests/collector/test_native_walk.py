@@ -249,3 +249,12 @@ def test_generated_requests_give_the_same_rows(req: ExportTraceServiceRequest, c
     written = {("t1", hashlib.sha256(t.encode()).hexdigest()): n for t, n in zip(_TEXTS, (5, -3, 0, 9, 40),
                                                                                     strict=True)}
     assert_same_rows(req, written if cached else None)
+
+
+def test_the_collector_ingests_protobuf_through_the_native_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    body = T.request(T.standard_trace(T.corpus(25, size=100), 0).spans()).SerializeToString()
+    rows, spooled = decode_and_assemble(body, PROTOBUF, None, "t1", NOW, 10_000_000)
+    assert rows.arrow["documents"][0].num_rows == 65 and not rows.cols["documents"]["trace_id"] and spooled
+    monkeypatch.setenv("RAGTRACE_NATIVE_WALK", "0")
+    rows, _ = decode_and_assemble(body, PROTOBUF, None, "t1", NOW, 10_000_000)
+    assert not rows.arrow and len(rows.cols["documents"]["trace_id"]) == 65
