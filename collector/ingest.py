@@ -21,7 +21,7 @@ from concurrent.futures.process import BrokenProcessPool
 
 import lz4.frame
 from ragtrace_collector import native_walk
-from ragtrace_collector.assemble import Rows, assemble
+from ragtrace_collector.assemble import Rows
 from ragtrace_collector.otlp import PROTOBUF, OtlpError, parse_request, receive
 from ragtrace_collector.writer import Backpressure
 
@@ -38,17 +38,14 @@ def decode_and_assemble(body: bytes, ctype: str | None, encoding: str | None, te
     is re-encoded), LZ4-compressed (b"" when no span was accepted). Raises `OtlpError` for
     refused bodies. ``written``: passages the store has (see `assemble`)."""
     raw, mt = receive(body, ctype, encoding, max_bytes)
-    if mt == PROTOBUF and native_walk.enabled():
-        try:
-            rows = native_walk.assemble_body(raw, tenant, received_ms, written)
-        except ValueError:
-            parse_request(raw, mt)  # raises OtlpError with the Python parser's reason
-            raise OtlpError(400, "malformed OTLP protobuf body (rejected by the C++ protobuf parser)") from None
-    else:
-        msg = parse_request(raw, mt)
-        rows = assemble(msg, tenant, received_ms, written)
-        if mt != PROTOBUF:
-            raw = msg.SerializeToString()  # the spool keeps protobuf
+    if mt != PROTOBUF:
+        # JSON becomes protobuf: the spool keeps protobuf, and one walk reads both
+        raw = parse_request(raw, mt).SerializeToString()
+    try:
+        rows = native_walk.assemble_protobuf(raw, tenant, received_ms, written)
+    except ValueError:
+        parse_request(raw, PROTOBUF)  # raises OtlpError with the Python parser's reason
+        raise OtlpError(400, "malformed OTLP protobuf body (rejected by the C++ protobuf parser)") from None
     if not rows.spans:
         return rows, b""
     return rows, lz4.frame.compress(raw, compression_level=SPOOL_LZ4_LEVEL)

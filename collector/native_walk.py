@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from ragtrace_collector import assemble as A
 from ragtrace_collector.assemble import COLUMNS, Rows
 
@@ -46,6 +48,20 @@ def available() -> bool:
 def enabled() -> bool:
     """Whether protobuf requests go through the compiled walk (built, and not switched off)."""
     return _otlp_native is not None and os.environ.get("RAGTRACE_NATIVE_WALK", "1") != "0"
+
+
+def assemble_protobuf(body: bytes, tenant: str, received_ms: int,
+                      written: Mapping[tuple[str, str], int] | None = None) -> Rows:
+    """The rows of a protobuf request body, by the native walk when it is enabled, else by the Python
+    walk (the same rows). Raises `ValueError` if the body is not a valid ExportTraceServiceRequest."""
+    if enabled():
+        return assemble_body(body, tenant, received_ms, written)
+    request = ExportTraceServiceRequest()
+    try:
+        request.ParseFromString(body)
+    except DecodeError as exc:
+        raise ValueError(f"not a valid OTLP ExportTraceServiceRequest: {exc}") from exc
+    return A.assemble(request, tenant, received_ms, written)
 
 
 def assemble_body(body: bytes, tenant: str, received_ms: int,

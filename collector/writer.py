@@ -31,9 +31,9 @@ from typing import Any
 
 import lz4.frame
 import orjson
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from ragtrace_collector.assemble import COLUMNS, TIME_COLUMNS, Rows, assemble
+from ragtrace_collector.assemble import COLUMNS, TIME_COLUMNS, Rows
 from ragtrace_collector.metrics import Metrics
+from ragtrace_collector.native_walk import assemble_protobuf
 from ragtrace_collector.spool import Spool, SpoolError, SpoolFull
 from ragtrace_collector.store import arrow_table
 
@@ -366,13 +366,11 @@ class Writer:
         spans = 0
         n = 0
         for rec in self.spool.read(seg):
-            msg = ExportTraceServiceRequest()
             try:
-                msg.ParseFromString(rec.body)
+                rows = assemble_protobuf(rec.body, rec.tenant, rec.received_ms)
             except Exception as exc:  # cannot happen for records we wrote; never block the spool on it
                 self._dead_letter((rec.tenant, rec.received_ms, rec.body), exc)
                 continue
-            rows = assemble(msg, rec.tenant, rec.received_ms)
             batch.append((rows, (rec.tenant, rec.received_ms, rec.body)))
             spans += rows.spans
             n += 1
