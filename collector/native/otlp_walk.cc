@@ -3,10 +3,10 @@
 // Why: with Python protobuf every attribute costs several Python objects, a ragtrace query carries
 // ~260 attributes (most of them document fields), and turning them into `documents`/`passages`
 // rows in Python is most of the collector's CPU, all of it under the GIL. Here a request is parsed
-// by Google's C++ protobuf runtime (arena-allocated, GIL released) into classes that protoc
+// by Google's C++ protobuf runtime (arena-allocated, without the GIL) into classes that protoc
 // generated from the official OTLP schema (build.py writes that schema from the descriptors the
 // `opentelemetry-proto` package ships: decoding is protobuf's, not ours). Document fields never
-// become Python objects: their rows come out as Arrow column buffers.
+// become Python objects: their rows come out as Arrow column buffers, built without the GIL too.
 //
 // The meaning of a span (roots, annotations, gold, references, rejections) is decided once, in
 // Python (`assemble.assemble_spans`), for both walks. What is duplicated is the document logic of
@@ -24,11 +24,11 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <cstdint>
-#include <algorithm>
 #include <deque>
 #include <memory>
 #include <optional>
