@@ -35,7 +35,6 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include <google/protobuf/arena.h>
@@ -364,10 +363,9 @@ struct Output {
   NumCol<int64_t> p_length;
   NumCol<uint8_t> p_truncated;
   std::unordered_map<std::string_view, long long> seen;  // content hash -> length, this request
-  std::unordered_set<std::string_view> known;            // hashes the store has in full
   Owned owned;  // text the views above point to that is not in the message
   PyAccess py{true};
-  // written.get((tenant, hash), 0) looked up beforehand (holding the GIL), for the pass without it
+  // written.get((tenant, hash), 0) of every hash of the request, looked up beforehand holding the GIL
   const std::unordered_map<std::string_view, long long>* known_lengths = nullptr;
   long long nbytes = 0;
 };
@@ -429,8 +427,7 @@ void add_passage(Output* o, std::string_view hash, std::string_view content, lon
 }
 
 // assemble._documents for one span (see there for the reasoning; this mirrors it step by step).
-bool span_documents(const std::vector<DocAttr>& attrs, PyObject* tenant, PyObject* written, std::string_view trace_id,
-                    std::string_view span_id, long long start_ms, std::optional<long long> top_k, bool truncating,
+bool span_documents(const std::vector<DocAttr>& attrs, std::string_view trace_id, std::string_view span_id, long long start_ms, std::optional<long long> top_k, bool truncating,
                     Output* o) {
   SpanDocuments d;
   if (!read_documents(attrs, &o->owned, &d, &o->py)) return false;
@@ -441,7 +438,6 @@ bool span_documents(const std::vector<DocAttr>& attrs, PyObject* tenant, PyObjec
   bool all_ids = true, all_hashes = true;
   for (const auto& s : d.ids.values) all_ids = all_ids && !s.empty();
   for (const auto& s : d.hashes.values) all_hashes = all_hashes && !s.empty();
-  bool err = false;
   if (!truncating && d.hashes.same_keys(slots) && (d.contents.empty() || d.contents.same_keys(slots)) &&
       (d.scores.empty() || d.scores.same_keys(slots)) && (d.metas.empty() || d.metas.same_keys(slots)) && all_ids &&
       all_hashes) {
@@ -451,19 +447,9 @@ bool span_documents(const std::vector<DocAttr>& attrs, PyObject* tenant, PyObjec
     std::string_view content;
     for (size_t i = 0; i < d.contents.size() && i < chashes.size(); ++i) {
       std::string_view chash = chashes[i];
-      if (o->seen.count(chash) || o->known.count(chash)) continue;
-      long long length = 0;
-      if (o->known_lengths) {
-        auto it = o->known_lengths->find(chash);
-        length = it == o->known_lengths->end() ? 0 : it->second;
-      } else {
-        length = known_length(written, tenant, chash, &err);
-      }
-      if (length > 0) {
-        o->known.insert(chash);  // the same passage recurs at every stage: ask the cache once
-        continue;
-      }
-      if (err) return false;
+      if (o->seen.count(chash)) continue;
+      auto known = o->known_lengths->find(chash);
+      if (known != o->known_lengths->end() && known->second > 0) continue;
       if (!as_text(*d.contents.values[i], &o->owned, &content, &o->py)) return false;
       if (content.empty()) continue;
       long long n = static_cast<long long>(code_points(content));
@@ -713,10 +699,13 @@ PyObject* request_documents(Request* self, PyObject* args) {
   // number as an id, a score spelled as text, a passage to hash) send the request through the
   // same code again with the GIL held.
   std::unordered_map<std::string_view, long long> known_lengths;
+  Owned hash_texts;  // hashes sent as other types than string, as text (outlives both passes)
+  PyAccess with_gil{true};
   for (const PlanItem& it : items) {
     for (const DocAttr& a : (*self->docs)[it.ordinal]) {
-      if (a.code != F_HASH || a.value->value_case() != AnyValue::kStringValue) continue;
-      std::string_view hash = a.value->string_value();
+      if (a.code != F_HASH) continue;
+      std::string_view hash;
+      if (!as_text(*a.value, &hash_texts, &hash, &with_gil)) return nullptr;
       if (known_lengths.count(hash)) continue;
       bool err = false;
       long long n = known_length(written, tenant, hash, &err);
@@ -726,8 +715,8 @@ PyObject* request_documents(Request* self, PyObject* args) {
   }
   auto build = [&](Output* o) {
     for (const PlanItem& it : items)
-      if (!span_documents((*self->docs)[it.ordinal], tenant, written, it.trace_id, it.span_id, it.start_ms, it.top_k,
-                          it.truncating, o))
+      if (!span_documents((*self->docs)[it.ordinal], it.trace_id, it.span_id, it.start_ms, it.top_k, it.truncating,
+                          o))
         return false;
     return true;
   };
@@ -740,6 +729,7 @@ PyObject* request_documents(Request* self, PyObject* args) {
   if (!built) {
     if (!o->py.needs_python) return nullptr;  // an error with the exception set (cannot happen without Python)
     o = std::make_unique<Output>();  // again, holding the GIL
+    o->known_lengths = &known_lengths;
     if (!build(o.get())) return nullptr;
   }
   if (o->doc_id.data.size() > INT32_MAX || o->p_content.data.size() > INT32_MAX || o->trace_id.data.size() > INT32_MAX) {
