@@ -27,7 +27,6 @@ import argparse
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -55,12 +54,6 @@ def build_bodies(n_traces: int, per_request: int, corpus: int, seed: int = 1) ->
             spans += T.standard_trace(pool, i).spans()
         bodies.append(T.request(spans, service="bench", release=f"b{seed}").SerializeToString())
     return bodies
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def metric(url: str, name: str) -> float:
@@ -104,6 +97,7 @@ def post_all(url: str, bodies: list[bytes], clients: int, stop: threading.Event 
                         codes[r.status_code] = codes.get(r.status_code, 0) + 1
                     if r.status_code == 200 or stop is not None:
                         break
+                    # backpressure: back off as told (scaled down: the benchmark wants the pressure)
                     time.sleep(float(r.headers.get("retry-after", "1")) / 10)
 
     threads = [threading.Thread(target=worker) for _ in range(clients)]
@@ -115,7 +109,7 @@ def post_all(url: str, bodies: list[bytes], clients: int, stop: threading.Event 
 
 def measure_collector(bodies: list[bytes], n_traces: int, clients: int, workdir: Path,
                       overload: float, serve_args: list[str], python_walk: bool = False) -> dict[str, Any]:
-    port = free_port()
+    port = T.free_port()
     url = f"http://127.0.0.1:{port}"
     workdir.mkdir(parents=True, exist_ok=True)
     log = (workdir / "serve.log").open("wb")
@@ -124,19 +118,12 @@ def measure_collector(bodies: list[bytes], n_traces: int, clients: int, workdir:
                              "--spool-dir", str(workdir / "spool"), "--log-level", "warning", *serve_args],
                             stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-            if proc.poll() is not None:
-                raise SystemExit(f"ragtrace serve exited: {(workdir / 'serve.log').read_text()[-2000:]}")
+        T.wait_until_ready(url, proc, workdir / "serve.log")
         # warm-up: one request, so imports and first-insert costs are not counted
         warm = build_bodies(20, 20, 50, seed=99)
         post_all(url, warm, 1)
         while metric(url, "ragtrace_rows_written_total{table=\"queries\"}") < 20:
-            time.sleep(0.05)
+            time.sleep(0.05)  # the collector is another process: poll its metrics
         base_q = metric(url, "ragtrace_rows_written_total{table=\"queries\"}")
         base_d = metric(url, "ragtrace_rows_written_total{table=\"documents\"}")
         cpu0 = cpu_seconds(proc.pid)
@@ -146,7 +133,7 @@ def measure_collector(bodies: list[bytes], n_traces: int, clients: int, workdir:
         acked = time.perf_counter() - t0
         client_cpu = time.process_time() - client0
         while metric(url, "ragtrace_rows_written_total{table=\"queries\"}") < base_q + n_traces:
-            time.sleep(0.01)
+            time.sleep(0.01)  # until every query row is written (polled from the metrics)
         elapsed = time.perf_counter() - t0
         user, system = (b - a for a, b in zip(cpu0, cpu_seconds(proc.pid), strict=True))
         docs = metric(url, "ragtrace_rows_written_total{table=\"documents\"}") - base_d
@@ -171,7 +158,7 @@ def overload_phase(url: str, pid: int, bodies: list[bytes], seconds: float) -> d
     t_end = time.monotonic() + seconds
     while time.monotonic() < t_end:
         samples.append(rss_mb(pid))
-        time.sleep(1.0)
+        time.sleep(1.0)  # one memory sample a second
     stop.set()
     sender.join()
     return {"overload_seconds": seconds, "overload_codes": codes, "overload_rss_max_mb": max(samples),
@@ -181,9 +168,8 @@ def overload_phase(url: str, pid: int, bodies: list[bytes], seconds: float) -> d
 def measure_limit(bodies: list[bytes], workdir: Path) -> dict[str, float]:
     """Parse + the engine's fastest insert of the same rows: all of them, one insert per table."""
     import clickhouse_connect
-    import pyarrow as pa
     from ragtrace_collector.assemble import Rows
-    from ragtrace_collector.store import Store
+    from ragtrace_collector.store import Store, arrow_table
 
     client = clickhouse_connect.get_client(interface="chdb", path=str(workdir / "limit-store"))
     conn = client._backend._handle.conn
@@ -207,8 +193,7 @@ def measure_limit(bodies: list[bytes], workdir: Path) -> dict[str, float]:
     for table in COLUMNS:
         cols = merged.cols[table]
         if cols[COLUMNS[table][0]]:
-            tables[table] = pa.table({c: pa.array(v, type=pa.timestamp("ms", tz="UTC")) if c in TIME_COLUMNS
-                                      else pa.array(v) for c, v in cols.items()})
+            tables[table] = arrow_table(cols, TIME_COLUMNS)
     insert_s = 0.0
     for table, arrow_table in tables.items():
         cols_sql = ", ".join(f"`{c}`" for c in arrow_table.column_names)

@@ -186,8 +186,7 @@ def _as_text(v: AnyValue) -> str:
     which = v.WhichOneof("value")
     if which is None or which == "string_value":
         return ""
-    value = any_value(v)
-    return value if isinstance(value, str) else orjson.dumps(value).decode()
+    return value_text(any_value(v))
 
 
 def _as_float(v: AnyValue) -> float | None:
