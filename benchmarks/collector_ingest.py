@@ -195,10 +195,10 @@ def measure_limit(bodies: list[bytes], workdir: Path) -> dict[str, float]:
         if cols[COLUMNS[table][0]]:
             tables[table] = arrow_table(cols, TIME_COLUMNS)
     insert_s = 0.0
-    for table, arrow_table in tables.items():
-        cols_sql = ", ".join(f"`{c}`" for c in arrow_table.column_names)
+    for table, batch in tables.items():
+        cols_sql = ", ".join(f"`{c}`" for c in batch.column_names)
         t = time.perf_counter()
-        conn.query(f"INSERT INTO ragtrace.{table} ({cols_sql}) SELECT {cols_sql} FROM Python(arrow_table)")
+        conn.query(f"INSERT INTO ragtrace.{table} ({cols_sql}) SELECT {cols_sql} FROM Python(batch)")
         insert_s += time.perf_counter() - t
     client.close()
     return {"parse_seconds": parse_s, "insert_seconds": insert_s}
