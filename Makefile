@@ -6,7 +6,7 @@ PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 DEMO_ARGS ?=
 
-.PHONY: demo test install native lint typecheck pytest clean benchmarks
+.PHONY: demo test install native lint lint-imports typecheck pytest clean benchmarks
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -43,24 +43,23 @@ demo: $(STAMP) $(NATIVE)
 	$(VENV)/bin/ragtrace demo $(DEMO_ARGS)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check ragtrace collector evaluator examples tests benchmarks
+	$(VENV)/bin/ruff check ragtrace store collector evaluator review cli examples tests benchmarks
 
-# mypy cannot follow setuptools' editable finder (collector/ is imported as ragtrace_collector),
-# so it reads the packages through a tree of symlinks carrying their import names.
+# The layer contract in pyproject.toml ([tool.importlinter]): nothing imports upward.
+lint-imports: $(STAMP)
+	$(VENV)/bin/lint-imports
+
+# mypy reads the source roots from pyproject.toml ([tool.mypy] mypy_path): no symlink tree.
 typecheck: $(STAMP)
-	@mkdir -p build/typecheck
-	@ln -sfn ../../ragtrace build/typecheck/ragtrace
-	@ln -sfn ../../collector build/typecheck/ragtrace_collector
-	@ln -sfn ../../evaluator build/typecheck/ragtrace_evaluator
-	@ln -sfn ../../examples build/typecheck/ragtrace_examples
-	cd build/typecheck && ../../$(VENV)/bin/mypy --config-file ../../pyproject.toml -p ragtrace -p ragtrace_collector -p ragtrace_evaluator -p ragtrace_examples
+	$(VENV)/bin/mypy -p ragtrace -p ragtrace_store -p ragtrace_collector -p ragtrace_evaluator -p ragtrace_review \
+	  -p ragtrace_cli -p ragtrace_examples
 
 # make test runs the slow tests too (SmolLM2 as eRAG reader and as a served LLM judge, ~1 min);
 # a bare `pytest` skips them for a quick loop.
 pytest: $(STAMP) $(NATIVE)
 	RAGTRACE_SLOW_TESTS=1 $(PY) -m pytest
 
-test: lint typecheck pytest
+test: lint lint-imports typecheck pytest
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info collector/_otlp_native*.so
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info collector/src/ragtrace_collector/_otlp_native*.so

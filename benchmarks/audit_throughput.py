@@ -56,7 +56,7 @@ def perturb(sentence: str, rng: random.Random) -> str:
 
 
 def build_traces(n: int, offset: int, *, answer_seed: int) -> list[Any]:
-    from ragtrace_collector.testing import Doc, TraceSpec
+    from tests.otlp_builders import Doc, TraceSpec
 
     if not DATA.exists():
         sys.exit(f"reference data not found at {DATA}: the benchmark needs ../shared/data/hotpotqa-dev500")
@@ -83,7 +83,7 @@ def build_traces(n: int, offset: int, *, answer_seed: int) -> list[Any]:
 
 def ingest(store: Any, specs: list[Any], release: str) -> None:
     from ragtrace_collector.assemble import TIME_COLUMNS, assemble
-    from ragtrace_collector.testing import request
+    from tests.otlp_builders import request
 
     for i in range(0, len(specs), 100):
         spans = [s for spec in specs[i : i + 100] for s in spec.spans()]
@@ -94,7 +94,7 @@ def ingest(store: Any, specs: list[Any], release: str) -> None:
 
 def make_labeller() -> Any:
     """The offline default, through the same factory `ragtrace audit --labeller offline` uses."""
-    from ragtrace_evaluator.audit import resolve_labellers
+    from ragtrace_evaluator.audit.run import resolve_labellers
 
     grounding, _ = resolve_labellers(stages="all", labeller="offline", relevance_labeller=None, grounding=None,
                                      relevance=None)
@@ -102,7 +102,7 @@ def make_labeller() -> Any:
 
 
 def phase(name: str, store: Any, release: str, n: int, **kw: Any) -> dict[str, Any]:
-    from ragtrace_evaluator.audit import run_audit
+    from ragtrace_evaluator.audit.run import run_audit
 
     t0 = time.perf_counter()
     report = run_audit(store, release=release, relevance_labeller=None, resume=False, batch_size=32, **kw)
@@ -121,7 +121,7 @@ def main() -> int:
     ap.add_argument("--traces", type=int, default=200)
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
-    from ragtrace_collector.store import open_store
+    from ragtrace_store import open_store
 
     with tempfile.TemporaryDirectory(prefix="ragtrace-bench-") as tmp:
         store = open_store(Path(tmp) / "store")
@@ -134,7 +134,7 @@ def main() -> int:
         t0 = time.perf_counter()
         labeller = make_labeller()
         manifest = labeller.manifest()
-        from ragtrace_evaluator.labeller import Passage
+        from ragtrace_evaluator.labellers.protocol import Passage
 
         # Load the model now (labellers load lazily) so "cold" measures empty caches, not loading.
         labeller.judge("Warm-up sentence for loading.", [Passage("warmup", "Loading the model happens here.")])

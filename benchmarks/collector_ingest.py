@@ -37,8 +37,9 @@ from typing import Any
 
 import httpx
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from ragtrace_collector import testing as T
+
 from ragtrace_collector.assemble import COLUMNS, TIME_COLUMNS, assemble
+from tests import otlp_builders as T
 
 RAGTRACE = str(Path(sys.executable).with_name("ragtrace"))
 PB = {"content-type": "application/x-protobuf"}
@@ -168,8 +169,9 @@ def overload_phase(url: str, pid: int, bodies: list[bytes], seconds: float) -> d
 def measure_limit(bodies: list[bytes], workdir: Path) -> dict[str, float]:
     """Parse + the engine's fastest insert of the same rows: all of them, one insert per table."""
     import clickhouse_connect
+
     from ragtrace_collector.assemble import Rows
-    from ragtrace_collector.store import Store, arrow_table
+    from ragtrace_store import Store, arrow_table
 
     client = clickhouse_connect.get_client(interface="chdb", path=str(workdir / "limit-store"))
     conn = client._backend._handle.conn

@@ -27,10 +27,11 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from ragtrace_evaluator.bootstrap import RatioStatistic, mean_statistic, paired_bootstrap
-from ragtrace_evaluator.compare import compare
-from ragtrace_evaluator.compare_records import label_set, parse_record
 from scipy import stats as sps
+
+from ragtrace_evaluator.compare.bootstrap import RatioStatistic, mean_statistic, paired_bootstrap
+from ragtrace_evaluator.compare.comparison import compare
+from ragtrace_evaluator.compare.records import label_set, parse_record
 
 
 def make_records(n: int, seed: int = 0) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -24,7 +24,7 @@ CIs are percentile bootstrap over items (seeded).
 an NLI cross-encoder where its weights can be installed (none can be on the development machine).
 
 ``--calibrate`` refits the labeller's support weights on synthetic claims built from HotpotQA
-(see ragtrace_evaluator.grounding_calibration) and prints them; it never reads BEGIN or WiCE. It
+(see benchmarks.grounding_calibration) and prints them; it never reads BEGIN or WiCE. It
 also uses SmolLM2's closed-book replies, cached in ``--lm-cache`` (default
 build/grounding-synthetic/smollm2_raw.jsonl) and generated there when missing (~400 greedy replies,
 about 15-30 min on two cores); ``--no-lm`` fits on the rule-made claims alone.
@@ -42,11 +42,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from ragtrace_evaluator.claims import extract_claims, split_sentences
-from ragtrace_evaluator.grounding_embed import SentenceEmbedder
-from ragtrace_evaluator.grounding_lexical import STOPWORDS
-from ragtrace_evaluator.grounding_offline import OfflineGroundingLabeller
-from ragtrace_evaluator.labeller import GroundingLabeller, Passage, make_grounding_labeller
+
+from ragtrace_evaluator.labellers.claims import extract_claims, split_sentences
+from ragtrace_evaluator.labellers.embedding import SentenceEmbedder
+from ragtrace_evaluator.labellers.lexical import STOPWORDS
+from ragtrace_evaluator.labellers.offline import OfflineGroundingLabeller
+from ragtrace_evaluator.labellers.protocol import GroundingLabeller, Passage
+from ragtrace_evaluator.labellers.registry import make_grounding_labeller
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT / ".." / "shared" / "data" / "grounding-dev"
@@ -229,7 +231,7 @@ def relevance_accuracy(path: Path, embedder: SentenceEmbedder, n_boot: int,
     """AUROC and P/R at the documented threshold of the offline relevance labeller, paragraph level:
     HotpotQA's 2 supporting paragraphs per question vs its 8 retrieved distractors, with the query
     alone and with the reference answer."""
-    from ragtrace_evaluator.relevance import LexicalEmbeddingRelevance
+    from ragtrace_evaluator.labellers.relevance import LexicalEmbeddingRelevance
 
     labeller = LexicalEmbeddingRelevance(embedder=embedder)
     with open(path, encoding="utf-8") as fh:
@@ -297,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
 
     embedder = SentenceEmbedder(cache_dir=args.cache_dir)
     if args.calibrate:
-        from ragtrace_evaluator.grounding_calibration import calibrate
+        from benchmarks.grounding_calibration import calibrate
 
         report = calibrate(args.hotpot / "dev_subsampled.jsonl", embedder,
                            lm_cache=None if args.no_lm else args.lm_cache)

@@ -27,7 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ragtrace_evaluator.trec import query_measures
+import ragtrace
+from ragtrace_evaluator.metrics.trec import query_measures
 from ragtrace_examples.components import (
     Bm25Retriever,
     Chunk,
@@ -37,8 +38,6 @@ from ragtrace_examples.components import (
     ScoredChunk,
 )
 from ragtrace_examples.demo import Collector, _free_port, audit_through_server, wait_for_traces
-
-import ragtrace
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "hotpotqa-dev500" / "dev_subsampled.jsonl"
 SERVICE = "hotpotqa-bench"

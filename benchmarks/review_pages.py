@@ -22,11 +22,10 @@ from fastapi.testclient import TestClient
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from ragtrace_collector.review import auth  # noqa: E402
-from ragtrace_collector.review.queues import enqueue, next_item  # noqa: E402
-from ragtrace_collector.review.web import mount  # noqa: E402
-from ragtrace_collector.store import open_store  # noqa: E402
-
+from ragtrace_review import auth  # noqa: E402
+from ragtrace_review.queues import enqueue, next_item  # noqa: E402
+from ragtrace_review.web import mount  # noqa: E402
+from ragtrace_store import open_store  # noqa: E402
 from tests.review.rows import SAMPLE_CLAIMS, label_record, sample_trace, write_labels, write_trace  # noqa: E402
 
 MODES = ("ok", "ok", "ok", "ok", "fabrication", "rank_inversion", "under_use", "retrieval_gap")

@@ -16,7 +16,7 @@ def chdb_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     Embedded chDB allows one data directory per process, so every test that needs an embedded
     store shares this one and isolates itself by tenant (or unique service/release names).
     """
-    from ragtrace_collector.store import open_store
+    from ragtrace_store import open_store
 
     path: Path = tmp_path_factory.mktemp("chdb-store")
     store = open_store(str(path), migrate=True)

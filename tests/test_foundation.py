@@ -8,7 +8,7 @@ from importlib.metadata import requires
 
 import pytest
 
-from ragtrace import cli
+from ragtrace_cli import main as cli
 
 HEAVY = ("torch", "transformers", "fastapi", "clickhouse-connect", "chdb", "uvicorn")
 
@@ -42,7 +42,7 @@ def test_missing_extra_names_the_install_command() -> None:
         "        if name == 'fastapi' or name.startswith('fastapi.'):\n"
         "            raise ModuleNotFoundError(f\"No module named '{name}'\", name=name)\n"
         "sys.meta_path.insert(0, Block())\n"
-        "from ragtrace import cli\n"
+        "from ragtrace_cli import main as cli\n"
         "sys.exit(cli.main(['serve', '--help']))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

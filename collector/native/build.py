@@ -9,7 +9,7 @@ libprotobuf-dev protobuf-compiler``; `make` does this on Debian). Steps:
    ``opentelemetry-proto`` package, so the C++ classes are generated from exactly the messages
    the Python side decodes with, and no copy of the upstream files lives in this repository.
 2. ``protoc --cpp_out`` generates the message classes; ``g++`` compiles them with
-   ``otlp_walk.cc`` into ``collector/_otlp_native<EXT_SUFFIX>`` next to the Python modules.
+   ``otlp_walk.cc`` into ``collector/src/ragtrace_collector/_otlp_native<EXT_SUFFIX>`` next to the Python modules.
 
 Without the module the collector uses the Python walk (same output, slower) and says so at start.
 ``--check`` exits 0 if the module is importable, 1 if not (nothing is built).
@@ -29,7 +29,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor, FileDescript
 HERE = Path(__file__).resolve().parent
 COLLECTOR = HERE.parent
 BUILD = COLLECTOR.parent / "build" / "native"
-TARGET = COLLECTOR / f"_otlp_native{sysconfig.get_config_var('EXT_SUFFIX')}"
+TARGET = COLLECTOR / "src" / "ragtrace_collector" / f"_otlp_native{sysconfig.get_config_var('EXT_SUFFIX')}"
 
 _SCALARS = {
     FieldDescriptor.TYPE_DOUBLE: "double", FieldDescriptor.TYPE_FLOAT: "float",

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ragtrace_evaluator.labeller import ClaimVerdict, GroundingResult, Passage
+from ragtrace_evaluator.labellers.protocol import ClaimVerdict, GroundingResult, Passage
 
 _WORD = re.compile(r"[a-z0-9]+")
 _ABSTAIN = ("i cannot answer", "i don't know", "the context does not say")

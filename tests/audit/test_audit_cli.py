@@ -31,7 +31,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 def store_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("cli-store")
     script = textwrap.dedent(f"""
-        from ragtrace_collector.store import open_store
+        from ragtrace_store import open_store
         from tests.audit.fixtures import Trace, scenario, write_traces
         with open_store({str(path)!r}) as st:
             traces = list(scenario("c").values())

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ragtrace_evaluator.audit import run_audit
+from ragtrace_evaluator.audit.run import run_audit
 
 from .fixtures import Trace, scenario, write_traces
 

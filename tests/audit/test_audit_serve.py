@@ -15,7 +15,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from ragtrace_collector import testing as otlp
+
+from tests import otlp_builders as otlp
 
 from .fixtures import PASSAGES, QUERY, scenario
 

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ragtrace_evaluator.audit import AuditError, run_audit
+
+from ragtrace_evaluator.audit.run import AuditError, run_audit
 from ragtrace_evaluator.manifest import load_manifest
 
 from .fixtures import GOOD, KeywordGrounding, KeywordRelevance, Trace, scenario, write_traces
@@ -172,7 +173,7 @@ def test_audit_against_clickhouse_http_server(chdb_http_server: str, tmp_path: P
     import subprocess
     import sys
 
-    from ragtrace_collector.store import open_store
+    from ragtrace_store import open_store
 
     traces = scenario("h")
     traces["rank_inversion-qrels"] = Trace("h-qrels", "r1", ["freeze", "gold"], ["freeze"],
@@ -224,7 +225,7 @@ def test_empty_selection_is_an_empty_report(chdb_store: Any) -> None:
 
 
 def test_reference_answers_join_by_query_id_and_score_the_answer(chdb_store: Any) -> None:
-    from ragtrace_evaluator.audit_cli import import_references
+    from ragtrace_cli.commands.audit import import_references
 
     tenant = "audit-refs"
     traces = [

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from ragtrace_evaluator.audit_summary import wilson_interval
-from ragtrace_evaluator.failure_modes import Evidence, contingency, label_trace
-from ragtrace_evaluator.labeller import ClaimVerdict, GroundingResult
+
+from ragtrace_evaluator.audit.failure_modes import Evidence, contingency, label_trace
+from ragtrace_evaluator.audit.summary import wilson_interval
+from ragtrace_evaluator.labellers.protocol import ClaimVerdict, GroundingResult
 
 
 def claim(verdict: str, pid: str | None, support: float = 0.9) -> ClaimVerdict:
@@ -124,7 +125,7 @@ def test_wilson_against_known_values() -> None:
 
 
 def test_reference_answer_scores_correctness_not_grounding() -> None:
-    from ragtrace_evaluator.failure_modes import REFERENCE_PASS_THRESHOLD, reference_recall
+    from ragtrace_evaluator.audit.failure_modes import REFERENCE_PASS_THRESHOLD, reference_recall
 
     grounded = gen(claim("entailed", "a", 1.0))
     # grounded in the wrong passage: passes on grounding, fails against the reference

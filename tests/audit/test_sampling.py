@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ragtrace_evaluator.sampling import (
+
+from ragtrace_evaluator.audit.sampling import (
     Candidate,
     SamplePlan,
     SamplingError,

@@ -9,9 +9,10 @@ from contextlib import contextmanager
 from typing import Any
 
 import uvicorn
-from ragtrace_collector.app import create_app
+
+from ragtrace_cli.server import build_app
 from ragtrace_collector.settings import CollectorSettings
-from ragtrace_collector.testing import free_port
+from tests.otlp_builders import free_port
 
 __all__ = ["free_port", "running"]
 
@@ -23,7 +24,7 @@ def running(store: Any, spool_dir: str, **settings: Any) -> Iterator[tuple[str, 
     port = free_port()
     cfg = CollectorSettings(store=store.location, port=port, spool_dir=spool_dir, spool_fsync=False,
                             batch_interval=settings.pop("batch_interval", 0.05), **settings)
-    app = create_app(cfg, store)
+    app = build_app(cfg, store)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
                                            lifespan="on"))
     thread = threading.Thread(target=server.run, daemon=True)

@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from ragtrace_collector import testing as T
 
 from ragtrace import semconv as sc
+from tests import otlp_builders as T
 
 from ._server import running
 from .test_otlp import _otlp_json

@@ -8,10 +8,10 @@ import time
 
 import orjson
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
-from ragtrace_collector import testing as T
-from ragtrace_collector.assemble import COLUMNS, MAX_RANK, assemble
 
 from ragtrace import semconv as sc
+from ragtrace_collector.assemble import COLUMNS, MAX_RANK, assemble
+from tests import otlp_builders as T
 
 NOW = int(time.time() * 1000)
 

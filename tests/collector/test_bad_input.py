@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
-from ragtrace_collector import testing as T
-from ragtrace_collector.app import create_app
-from ragtrace_collector.settings import CollectorSettings
 
 from ragtrace import semconv as sc
+from ragtrace_cli.server import build_app
+from ragtrace_collector.settings import CollectorSettings
+from tests import otlp_builders as T
 
 TENANT = f"fuzz-{uuid.uuid4().hex[:8]}"
 PB = {"content-type": "application/x-protobuf", "authorization": "Bearer fuzz"}
@@ -33,7 +33,7 @@ def client(chdb_store: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     spool = tmp_path_factory.mktemp("fuzz-spool")
     cfg = CollectorSettings(store=chdb_store.location, spool_dir=str(spool), spool_fsync=False,
                             tokens={"fuzz": TENANT}, batch_interval=0.05)
-    with TestClient(create_app(cfg, chdb_store), raise_server_exceptions=False) as c:
+    with TestClient(build_app(cfg, chdb_store), raise_server_exceptions=False) as c:
         yield c
         # after everything below: the writer is alive and a normal request still lands
         writer = c.app.state.writer  # type: ignore[attr-defined]

@@ -8,17 +8,18 @@ import io
 from pathlib import Path
 
 import yaml
-from ragtrace_collector import cli as collector_cli
-from ragtrace_collector import settings as settings_module
 
-from ragtrace.cli import COMMANDS
+from ragtrace_cli.commands import serve as serve_cli
+from ragtrace_cli.commands import store as store_cli
+from ragtrace_cli.main import COMMANDS
+from ragtrace_collector import settings as settings_module
 
 COMPOSE = Path(__file__).resolve().parents[2] / "deploy" / "compose" / "docker-compose.yml"
 
 
 def _parses(argv: list[str]) -> None:
     """The collector CLI accepts these arguments (checked with --help so nothing runs)."""
-    main = {"serve": collector_cli.serve_main, "store": collector_cli.store_main}[argv[0]]
+    main = {"serve": serve_cli.serve_main, "store": store_cli.store_main}[argv[0]]
     out = io.StringIO()
     rest = argv[1:]
     with contextlib.redirect_stdout(out):

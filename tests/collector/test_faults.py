@@ -18,8 +18,9 @@ from typing import Any
 
 import httpx
 import orjson
-from ragtrace_collector import testing as T
-from ragtrace_collector.store import open_store
+
+from ragtrace_store import open_store
+from tests import otlp_builders as T
 
 from ._server import free_port, running
 

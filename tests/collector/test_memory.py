@@ -5,6 +5,7 @@ from __future__ import annotations
 import platform
 
 import pytest
+
 from ragtrace_collector.memory import keep_freed_memory
 
 

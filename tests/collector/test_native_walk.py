@@ -22,13 +22,13 @@ from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from ragtrace import semconv as sc
 from ragtrace_collector import native_walk
-from ragtrace_collector import testing as T
 from ragtrace_collector.assemble import COLUMNS, MAX_RANK, TIME_COLUMNS, Rows, assemble
 from ragtrace_collector.ingest import decode_and_assemble
 from ragtrace_collector.otlp import PROTOBUF, OtlpError
-
-from ragtrace import semconv as sc
+from tests import otlp_builders as T
 
 NOW = int(time.time() * 1000)
 

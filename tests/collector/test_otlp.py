@@ -9,8 +9,9 @@ import orjson
 import pytest
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
-from ragtrace_collector import testing as T
+
 from ragtrace_collector.otlp import JSON, PROTOBUF, OtlpError, decode, encode_response, encode_status
+from tests import otlp_builders as T
 
 
 def _otlp_json(req) -> bytes:  # type: ignore[no-untyped-def]

@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from ragtrace_collector.settings import CollectorSettings, parse_duration, parse_tokens
-from ragtrace_collector.store import parse_time_bound
+
+from ragtrace_collector.settings import CollectorSettings, parse_tokens
+from ragtrace_store import parse_duration, parse_time_bound
 
 
 def test_arguments_beat_environment_beat_defaults(caplog: pytest.LogCaptureFixture) -> None:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from ragtrace_collector.spool import Spool, SpoolError, SpoolFull
 
 

@@ -17,9 +17,9 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from ragtrace_collector import testing as T
 
 from ragtrace import semconv as sc
+from tests import otlp_builders as T
 
 from ._server import free_port
 

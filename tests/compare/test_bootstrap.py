@@ -8,7 +8,9 @@ import warnings
 
 import numpy as np
 import pytest
-from ragtrace_evaluator.bootstrap import (
+from scipy import stats
+
+from ragtrace_evaluator.compare.bootstrap import (
     DegenerateDataWarning,
     RatioStatistic,
     _jackknife_deltas,
@@ -16,7 +18,6 @@ from ragtrace_evaluator.bootstrap import (
     mean_statistic,
     paired_bootstrap,
 )
-from scipy import stats
 
 
 def _coverage(draw, true_delta: float, reps: int = 300, n: int = 100, resamples: int = 1000):
@@ -235,7 +236,7 @@ def test_replicates_are_the_documented_draws_whatever_the_block_size(monkeypatch
     # a plain recomputation from one big draw gives the same replicates on the gather path (one
     # statistic) and on the counts path (many), for a block of one resample, the default block and
     # a block of every resample.
-    from ragtrace_evaluator import bootstrap
+    from ragtrace_evaluator.compare import bootstrap
 
     rng = np.random.default_rng(13)
     n, resamples = 230, 900

@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ragtrace_evaluator.audit import label_row
-from ragtrace_evaluator.compare import compare
-from ragtrace_evaluator.compare_cli import compare_main
-from ragtrace_evaluator.compare_records import load_release
+
+from ragtrace_cli.commands.compare import compare_main
+from ragtrace_evaluator.audit.run import label_row
+from ragtrace_evaluator.compare.comparison import compare
+from ragtrace_evaluator.compare.records import load_release
 
 from .story import story_records
 
@@ -55,7 +56,7 @@ def test_releases_in_the_store_compare_like_the_files(chdb_store: Any) -> None:
 @pytest.fixture(scope="module")
 def http_store(chdb_http_server: str) -> tuple[str, str]:
     """Two releases (and a stray manifest) in a ClickHouse-over-HTTP store that any process can use."""
-    from ragtrace_collector.store import open_store
+    from ragtrace_store import open_store
 
     tenant = f"compare-http-{uuid.uuid4().hex[:8]}"
     base, cand = story_records()
@@ -102,7 +103,8 @@ def test_audit_then_compare_end_to_end(chdb_store: Any) -> None:
 
     # tests/ is on sys.path (pytest prepend mode, packages without a top-level __init__)
     from audit.fixtures import KeywordGrounding, scenario, write_traces
-    from ragtrace_evaluator.audit import run_audit
+
+    from ragtrace_evaluator.audit.run import run_audit
 
     tenant = f"compare-e2e-{uuid.uuid4().hex[:8]}"
     base = scenario("b", release="r1")

@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
-from ragtrace_evaluator.compare import compare
-from ragtrace_evaluator.compare_cli import compare_main
-from ragtrace_evaluator.compare_records import label_set, parse_record
 
-from ragtrace.cli import main as ragtrace_main
+from ragtrace_cli.commands.compare import compare_main
+from ragtrace_cli.main import main as ragtrace_main
+from ragtrace_evaluator.compare.comparison import compare
+from ragtrace_evaluator.compare.records import label_set, parse_record
 
 from .story import story_records, write_jsonl
 
@@ -264,7 +264,7 @@ def test_an_unwritable_report_path_is_a_usage_error(story_files: tuple[Path, Pat
 
 
 def test_a_file_side_is_named_by_its_release(tmp_path: Path) -> None:
-    from ragtrace_evaluator.compare_records import load_jsonl
+    from ragtrace_evaluator.compare.records import load_jsonl
 
     one = tmp_path / "labels-a.jsonl"
     one.write_text(json.dumps({"query_id": "q1", "gold_in_context": True, "pass": True, "release": "v7"}) + "\n")

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from ragtrace_evaluator.bootstrap import mean_statistic, paired_bootstrap
-from ragtrace_evaluator.compare_cli import compare_main
-from ragtrace_evaluator.gates import GateError, GateSpec, default_gates, evaluate_gates, load_gates
 from scipy.special import ndtr
+
+from ragtrace_cli.commands.compare import compare_main
+from ragtrace_evaluator.compare.bootstrap import mean_statistic, paired_bootstrap
+from ragtrace_evaluator.compare.gates import GateError, GateSpec, default_gates, evaluate_gates, load_gates
 
 from .story import story_records, write_jsonl
 

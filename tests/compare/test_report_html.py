@@ -7,9 +7,10 @@ import os
 from pathlib import Path
 
 import pytest
-from ragtrace_evaluator.compare import compare
-from ragtrace_evaluator.compare_records import label_set, parse_record
-from ragtrace_evaluator.report_html import render_report, write_report
+
+from ragtrace_evaluator.compare.comparison import compare
+from ragtrace_evaluator.compare.records import label_set, parse_record
+from ragtrace_evaluator.compare.report_html import render_report, write_report
 
 from .story import story_records
 

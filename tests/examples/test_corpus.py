@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from ragtrace_examples.corpus import generate_corpus, load_corpus
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+
 from ragtrace_examples.components import Bm25Retriever, chunk_containing, chunk_corpus
 from ragtrace_examples.corpus import generate_corpus
 from ragtrace_examples.faults import (

@@ -8,13 +8,13 @@ from typing import Any
 
 import httpx
 import pytest
+
+import ragtrace
 from ragtrace_examples.components import MiniLMEncoder
 from ragtrace_examples.corpus import generate_corpus
 from ragtrace_examples.faults import Fault, candidate_release
 from ragtrace_examples.pipeline import RagPipeline
 from ragtrace_examples.rag_service import TRACE_ID_HEADER, create_app, serve_in_thread
-
-import ragtrace
 
 SERVICE = "example-svc-http-test"
 

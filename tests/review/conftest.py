@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 import uvicorn
 from fastapi import FastAPI
-from ragtrace_collector.review.web import mount
-from ragtrace_collector.store import Store
+
+from ragtrace_review.web import mount
+from ragtrace_store import Store
 
 from .rows import SAMPLE_CLAIMS, label_record, sample_trace, write_labels, write_trace
 

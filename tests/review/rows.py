@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ragtrace_collector.store import Store
+from ragtrace_store import Store
 
 HOSTILE = "<script>alert(1)</script>"
 

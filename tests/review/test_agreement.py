@@ -6,7 +6,8 @@ import math
 import random
 
 import pytest
-from ragtrace_collector.review.agreement import calibration, cohen_kappa, fleiss_kappa, majority, wilson
+
+from ragtrace_review.agreement import calibration, cohen_kappa, fleiss_kappa, majority, wilson
 
 
 def test_cohen_kappa_hand_computed() -> None:

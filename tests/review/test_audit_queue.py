@@ -24,7 +24,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 def test_audit_fills_a_stratified_queue(tmp_path: Path) -> None:
     store_dir = tmp_path / "store"
     seed = textwrap.dedent(f"""
-        from ragtrace_collector.store import open_store
+        from ragtrace_store import open_store
         from tests.audit.fixtures import scenario, write_traces
         with open_store({str(store_dir)!r}) as st:
             write_traces(st, "default", list(scenario("q").values()))
@@ -43,8 +43,8 @@ def test_audit_fills_a_stratified_queue(tmp_path: Path) -> None:
     assert all(v == 1 for k, v in queued["added"].items() if k.startswith("mode:"))
     assert "records" not in report
     check = textwrap.dedent(f"""
-        from ragtrace_collector.store import open_store
-        from ragtrace_collector.review.queues import list_items
+        from ragtrace_store import open_store
+        from ragtrace_review.queues import list_items
         with open_store({str(store_dir)!r}) as st:
             items = list_items(st, tenant="default", queue="weekly")
             print(len(items), len({{i.manifest_id for i in items}}), items[0].manifest_id)

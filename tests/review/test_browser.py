@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ragtrace_collector.review import auth
-from ragtrace_collector.review.queues import enqueue, list_decisions
-from ragtrace_collector.store import Store
+
+from ragtrace_review import auth
+from ragtrace_review.queues import enqueue, list_decisions
+from ragtrace_store import Store
 
 from .rows import HOSTILE
 

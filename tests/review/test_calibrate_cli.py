@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ragtrace_collector.review import auth
-from ragtrace_collector.review.calibrate import agreement_report
-from ragtrace_collector.review.cli import review_main, reviewers_main
-from ragtrace_collector.review.queues import enqueue, next_item, record_decision
-from ragtrace_collector.store import Store
+
+from ragtrace_cli.commands.review import review_main, reviewers_main
+from ragtrace_review import auth
+from ragtrace_review.calibrate import agreement_report
+from ragtrace_review.queues import enqueue, next_item, record_decision
+from ragtrace_store import Store
 
 from .rows import label_record
 

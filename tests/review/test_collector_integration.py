@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from fastapi.testclient import TestClient
-from ragtrace_collector.app import create_app
-from ragtrace_collector.review import auth
-from ragtrace_collector.review.queues import enqueue
+
+from ragtrace_cli.server import build_app
 from ragtrace_collector.settings import CollectorSettings
-from ragtrace_collector.store import Store
-from ragtrace_collector.testing import Doc, TraceSpec, request
+from ragtrace_review import auth
+from ragtrace_review.queues import enqueue
+from ragtrace_store import Store
+from tests.otlp_builders import Doc, TraceSpec, request
 
 from .rows import HOSTILE, label_record, write_labels
 
@@ -33,7 +34,7 @@ def test_trace_ingested_by_the_collector_is_reviewable(store: Store, tenant: str
             Doc("c", "Ice melts at 0 °C.", 0.7)]
     trace = TraceSpec(query="when does water boil?", answer="At 100 °C.", query_id="q-boil", retrieved=docs,
                       reranked=[docs[2], docs[0], docs[1]], top_k=2)
-    app = create_app(settings, store)
+    app = build_app(settings, store)
     with TestClient(app, follow_redirects=False) as client:
         body = request(trace.spans()).SerializeToString()
         r = client.post("/v1/traces", content=body, headers={"content-type": "application/x-protobuf",

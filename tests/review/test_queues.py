@@ -7,16 +7,17 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from ragtrace_collector.review import auth
-from ragtrace_collector.review.errors import ReviewError
-from ragtrace_collector.review.queues import (
+
+from ragtrace_review import auth
+from ragtrace_review.errors import ReviewError
+from ragtrace_review.queues import (
     enqueue,
     list_items,
     next_item,
     progress,
     record_decision,
 )
-from ragtrace_collector.store import Store
+from ragtrace_store import Store
 
 from .rows import label_record, write_labels
 

@@ -10,10 +10,11 @@ from typing import Any
 
 import httpx
 import pytest
-from ragtrace_collector.review import auth
-from ragtrace_collector.review.cli import review_main
-from ragtrace_collector.review.queues import list_items, next_item, record_decision
-from ragtrace_collector.store import Store
+
+from ragtrace_cli.commands.review import review_main
+from ragtrace_review import auth
+from ragtrace_review.queues import list_items, next_item, record_decision
+from ragtrace_store import Store
 
 Seeder = Callable[..., list[dict[str, Any]]]
 
@@ -83,7 +84,8 @@ def test_reviewer_admin_api_uses_the_tenant_tokens(store: Store, tenant: str) ->
 
     from fastapi import FastAPI
     from fastapi.testclient import TestClient
-    from ragtrace_collector.review.web import mount
+
+    from ragtrace_review.web import mount
 
     app = FastAPI()
     mount(app, lambda: store, SimpleNamespace(review_secret="s", tokens={"tenant-tok": tenant, "other": "zz"}))
@@ -108,7 +110,7 @@ def test_reviewer_admin_api_uses_the_tenant_tokens(store: Store, tenant: str) ->
 def test_reviewers_cli_through_the_server(live_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     import uuid
 
-    from ragtrace_collector.review.cli import reviewers_main
+    from ragtrace_cli.commands.review import reviewers_main
 
     name = f"remote-{uuid.uuid4().hex[:6]}"  # the live server has no tenant tokens: tenant "default"
     assert reviewers_main(["add", name, "--server", live_url]) == 0

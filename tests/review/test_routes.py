@@ -11,10 +11,11 @@ import pytest
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
-from ragtrace_collector.review import auth
-from ragtrace_collector.review.queues import enqueue, list_decisions
-from ragtrace_collector.review.web import SESSION_COOKIE, mount
-from ragtrace_collector.store import Store
+
+from ragtrace_review import auth
+from ragtrace_review.queues import enqueue, list_decisions
+from ragtrace_review.web import SESSION_COOKIE, mount
+from ragtrace_store import Store
 
 from .rows import HOSTILE
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ragtrace_collector.store import Store, load_migrations
+from ragtrace_store import Store, load_migrations
 
 REVIEW_TABLES = {"reviewers", "review_sessions", "review_queues", "review_items", "review_assignments",
                  "review_decisions"}

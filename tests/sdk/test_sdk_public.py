@@ -14,6 +14,8 @@ HEAVY = ("torch", "transformers", "fastapi", "starlette", "clickhouse_connect", 
 
 def test_all_is_sorted_and_complete() -> None:
     assert ragtrace.__all__ == sorted(ragtrace.__all__)
+    for name in ragtrace.__all__:  # the public names load on first use
+        getattr(ragtrace, name)
     public = {name for name, value in vars(ragtrace).items()
               if not name.startswith("_") and not isinstance(value, types.ModuleType)}
     assert public == set(ragtrace.__all__) - {"__version__"}

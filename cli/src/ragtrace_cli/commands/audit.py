@@ -1,0 +1,311 @@
+"""`ragtrace audit` and `ragtrace labels import`.
+
+``ragtrace audit --store STORE ...`` runs the audit in this process; ``--server URL`` asks a running
+`ragtrace serve` (which owns an embedded store) to run it through ``POST /api/audit`` and prints
+the report it returns. Both print the same tables and write the same files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ENV_TOKEN = "RAGTRACE_TOKEN"
+
+
+def _audit_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ragtrace audit",
+        description="Label sampled traces with their failing boundary (retrieval_gap, rank_inversion, "
+        "under_use, fabrication, ok) and write the labels back to the store.",
+    )
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--store", help="embedded store directory or http(s)://user:pw@host:8123/db "
+                       "(default: $RAGTRACE_STORE or ~/.local/share/ragtrace/store)")
+    where.add_argument("--server", metavar="URL", help="ask a running `ragtrace serve` at URL to run the audit")
+    p.add_argument("--token", default=None, help=f"bearer token for --server (default: ${ENV_TOKEN})")
+    p.add_argument("--tenant", default="default", help="tenant to audit (direct --store only; the server "
+                   "derives it from the token)")
+    p.add_argument("--service")
+    p.add_argument("--release")
+    p.add_argument("--since", help="ISO time or relative (-1h, -7d)")
+    p.add_argument("--until", help="ISO time or relative (-1h, -7d)")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--sample", type=int, metavar="N",
+                      help="N traces (per stratum with --stratify), by trace-id hash")
+    size.add_argument("--rate", type=float, metavar="F", help="share of traces in (0, 1], by trace-id hash")
+    p.add_argument("--stratify", metavar="COLS", help="stratify --sample by release, route or release,route")
+    p.add_argument("--shard", metavar="i/n", help="label only shard i of n (shards count from 0)")
+    p.add_argument("--stages", choices=("retrieval", "all"), default="all")
+    p.add_argument("--labeller", default="offline",
+                   help="grounding labeller: offline (default), nli:MODEL, ... or py:MODULE:FUNCTION")
+    p.add_argument("--relevance-labeller", default="offline",
+                   help="relevance labeller for traces without gold ('none' = leave relevance unknown)")
+    p.add_argument("--json", dest="json_path", metavar="REPORT", help="write the JSON summary here ('-' = stdout)")
+    p.add_argument("--per-trace", metavar="FILE.jsonl", help="write one JSON label record per trace")
+    p.add_argument("--no-resume", action="store_true", help="relabel traces already labelled under this manifest")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for --server (default 3600)")
+    p.add_argument("--quiet", action="store_true", help="no tables, no progress bar")
+    # Human review (ragtrace_review): put the flagged traces into a review queue.
+    p.add_argument("--queue", metavar="NAME", help="also fill review queue NAME (local --store only)")
+    p.add_argument("--per-mode", type=int, default=20, help="review queue cap per stratum (default: 20)")
+    p.add_argument("--reviewers", type=int, default=2, help="K distinct reviewers per queued item (default: 2)")
+    return p
+
+
+def audit_main(argv: list[str]) -> int:
+    args = _audit_parser().parse_args(argv)
+    options: dict[str, Any] = {
+        "service": args.service, "release": args.release, "since": args.since, "until": args.until,
+        "sample": args.sample, "rate": args.rate, "stratify": args.stratify, "shard": args.shard,
+        "stages": args.stages, "labeller": args.labeller,
+        "relevance_labeller": args.relevance_labeller,
+        "resume": not args.no_resume, "batch_size": args.batch_size,
+    }
+    options = {k: v for k, v in options.items() if v is not None}
+    if args.server and args.queue:
+        print("ragtrace audit: --queue needs direct store access (--store); with --server, queue the "
+              "audit's labels afterwards: ragtrace review enqueue --queue NAME --manifest MANIFEST_ID "
+              "--server URL --token REVIEWER_TOKEN", file=sys.stderr)
+        return 2
+    if args.server:
+        code, report = _remote_audit(args.server, options, token=args.token or os.environ.get(ENV_TOKEN),
+                                     want_records=bool(args.per_trace), timeout=args.timeout)
+        if code:
+            return code
+        records = report.pop("records", None)
+        if args.per_trace:
+            if records is None:
+                print("ragtrace audit: the server did not return per-trace records; upgrade the server",
+                      file=sys.stderr)
+                return 1
+            _write_jsonl(Path(args.per_trace), records)
+    else:
+        code, report = _local_audit(args, options)
+        if code:
+            return code
+    if args.json_path:
+        text = json.dumps(report, indent=2, default=str)
+        if args.json_path == "-":
+            print(text)
+        else:
+            Path(args.json_path).write_text(text + "\n", encoding="utf-8")
+    if not args.quiet and args.json_path != "-":
+        from ragtrace_evaluator.audit.tables import print_report
+
+        print_report(report)
+    return 0
+
+
+def _local_audit(args: argparse.Namespace, options: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    from ragtrace_evaluator.audit.run import AuditError, run_audit
+    from ragtrace_store import StoreError, StoreLockedError, is_server_url, open_store
+
+    try:
+        store = open_store(args.store)
+    except StoreError as exc:
+        print(f"ragtrace audit: {exc}", file=sys.stderr)
+        if not isinstance(exc, StoreLockedError) and not is_server_url(args.store or ""):
+            # chDB does not always say "lock" in the exception it raises for a directory owned by
+            # another process, so point at the usual cause here too.
+            print("  If `ragtrace serve` owns this embedded store, run the audit through it: "
+                  "ragtrace audit --server http://HOST:4318 [--token TOKEN]", file=sys.stderr)
+        return 1, {}
+    try:
+        report = run_audit(store, tenant=args.tenant, per_trace=args.per_trace,
+                           progress=not args.quiet and sys.stderr.isatty(),
+                           return_records=bool(args.queue), **options)
+        if args.queue:
+            from ragtrace_review import ReviewError, enqueue
+
+            try:
+                queued = enqueue(store, args.queue, report.pop("records", []), args.per_mode, args.reviewers,
+                                 tenant=args.tenant)
+            except ReviewError as exc:
+                print(f"ragtrace audit: review queue: {exc}", file=sys.stderr)
+                return 2, {}
+            report["review_queue"] = {"queue": queued.queue, "added": queued.added,
+                                      "already_queued": queued.already_queued,
+                                      "reviewers_per_item": queued.reviewers_per_item}
+            print(f"review queue {queued.queue}: added {queued.total_added} traces "
+                  f"({queued.already_queued} already queued), K={queued.reviewers_per_item}", file=sys.stderr)
+    except AuditError as exc:
+        print(f"ragtrace audit: {exc}", file=sys.stderr)
+        return 2, {}
+    finally:
+        store.close()
+    return 0, report
+
+
+def _remote_audit(server: str, options: dict[str, Any], *, token: str | None, want_records: bool,
+                  timeout: float) -> tuple[int, dict[str, Any]]:
+    import httpx
+
+    url = server.rstrip("/") + "/api/audit"
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    body = {**options, "return_records": want_records}
+    try:
+        resp = httpx.post(url, json=body, headers=headers, timeout=timeout)
+    except httpx.HTTPError as exc:
+        print(f"ragtrace audit: cannot reach {url}: {exc}. Is `ragtrace serve` running there?", file=sys.stderr)
+        return 1, {}
+    if resp.status_code != 200:
+        detail = resp.text[:2000]
+        hint = {401: " (give --token or set $RAGTRACE_TOKEN)", 404: " (the server has no audit endpoint)",
+                501: " (install the evaluator extra on the server)"}.get(resp.status_code, "")
+        print(f"ragtrace audit: server answered {resp.status_code}{hint}: {detail}", file=sys.stderr)
+        return (2 if resp.status_code in (400, 422) else 1), {}
+    data: dict[str, Any] = resp.json()
+    return 0, data
+
+
+def _write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as fh:
+        for rec in records:
+            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+
+
+# --- ragtrace labels import ---------------------------------------------------------------------------
+KINDS = ("auto", "qrels", "references")
+
+
+class ReferenceFormatError(ValueError):
+    """A reference answers file that cannot be read; the message names the line and the fix."""
+
+
+def _labels_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ragtrace labels", description="Gold labels for the audit.")
+    sub = p.add_subparsers(dest="action", required=True)
+    imp = sub.add_parser(
+        "import", help="import TREC qrels or reference answers keyed by ragtrace.query.id",
+        description="Import TREC qrels ('query_id iteration doc_id relevance': the relevant documents, source "
+        "'qrels') or reference answers (JSON Lines {\"query_id\": ..., \"reference\": \"...\"}: the correct "
+        "answer, which makes the audit score answers by correctness). query_id is the ragtrace.query.id "
+        "attribute of the root span. Re-importing replaces earlier judgements and references.")
+    imp.add_argument("file", metavar="FILE", help="TREC qrels file or reference answers (.jsonl)")
+    imp.add_argument("--kind", choices=KINDS, default="auto",
+                     help="what FILE holds (default auto: JSON Lines are references, anything else qrels)")
+    imp.add_argument("--store", help="embedded store directory or server URL (default: $RAGTRACE_STORE)")
+    imp.add_argument("--tenant", default="default")
+    return p
+
+
+def detect_kind(path: str | Path) -> str:
+    """'references' when the first non-blank line is a JSON object, else 'qrels'."""
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if line.strip():
+                return "references" if line.lstrip().startswith("{") else "qrels"
+    return "qrels"
+
+
+_REF_SHAPE = 'each line must be a JSON object {"query_id": "q1", "reference": "the correct answer"}'
+
+
+def read_references(path: str | Path) -> dict[str, str]:
+    """Reference answers from JSON Lines, by query id (a later line for the same id wins).
+
+    Raises `ReferenceFormatError` naming the line and what to fix; `FileNotFoundError` as usual.
+    """
+    refs: dict[str, str] = {}
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            where = f"{path} line {n}"
+            try:
+                obj = json.loads(line)
+            except ValueError as exc:
+                raise ReferenceFormatError(f"{where}: not valid JSON ({exc}); {_REF_SHAPE}") from None
+            if not isinstance(obj, dict):
+                raise ReferenceFormatError(f"{where}: not an object (a JSON {type(obj).__name__}); {_REF_SHAPE}")
+            qid, ref = obj.get("query_id"), obj.get("reference")
+            if isinstance(qid, int) and not isinstance(qid, bool):
+                qid = str(qid)
+            if not isinstance(qid, str) or not qid.strip():
+                raise ReferenceFormatError(f"{where}: 'query_id' must be a non-empty string (the root span's "
+                                           f"ragtrace.query.id), got {qid!r}; {_REF_SHAPE}")
+            if not isinstance(ref, str) or not ref.strip():
+                raise ReferenceFormatError(f"{where}: 'reference' must be a non-empty string (the correct answer), "
+                                           f"got {ref!r}; {_REF_SHAPE}")
+            refs[qid.strip()] = ref.strip()
+    return refs
+
+
+def labels_main(argv: list[str]) -> int:
+    args = _labels_parser().parse_args(argv)
+    from ragtrace_evaluator.metrics.trec import TrecFormatError, read_qrels
+    from ragtrace_store import StoreError, open_store
+
+    try:
+        kind = detect_kind(args.file) if args.kind == "auto" else args.kind
+        qrels, refs = ({}, read_references(args.file)) if kind == "references" else (read_qrels(args.file), {})
+    except FileNotFoundError:
+        print(f"ragtrace labels import: {args.file}: no such file", file=sys.stderr)
+        return 2
+    except (TrecFormatError, ReferenceFormatError) as exc:
+        if args.kind == "auto":
+            hint = f" (read as {kind}; give --kind qrels or --kind references if that is wrong)"
+        else:
+            looks = detect_kind(args.file)
+            hint = "" if looks == kind else f" (the file looks like {looks}: use --kind {looks})"
+        print(f"ragtrace labels import: {exc}{hint}", file=sys.stderr)
+        return 2
+    try:
+        store = open_store(args.store)
+    except StoreError as exc:
+        print(f"ragtrace labels import: {exc}", file=sys.stderr)
+        return 1
+    with store:
+        if kind == "references":
+            summary = import_references(store, refs, tenant=args.tenant)
+            print(f"imported {summary['queries']} reference answers into {store.location}; "
+                  f"{summary['matched_queries']} of those query ids match stored traces")
+        else:
+            summary = import_qrels(store, qrels, tenant=args.tenant)
+            print(f"imported {summary['judgements']} judgements ({summary['relevant']} relevant) for "
+                  f"{summary['queries']} queries into {store.location}; {summary['matched_queries']} of those "
+                  "query ids match stored traces")
+    if summary["queries"] and not summary["matched_queries"]:
+        print(f"note: no stored trace carries these query ids yet (ragtrace.query.id on the root span); "
+              f"the {'references apply' if kind == 'references' else 'gold applies'} as soon as such traces "
+              "arrive", file=sys.stderr)
+    return 0
+
+
+def _matched_queries(store: Any, tenant: str, query_ids: list[str]) -> int:
+    matched = store.query_rows(
+        f"SELECT count(DISTINCT query_id) FROM {store.table('queries')} FINAL "
+        "WHERE tenant = {tenant:String} AND query_id IN {qids:Array(String)}",
+        {"tenant": tenant, "qids": query_ids},
+    )
+    return int(matched[0][0]) if matched else 0
+
+
+def import_references(store: Any, refs: dict[str, str], *, tenant: str = "default") -> dict[str, int]:
+    """Write reference answers into ``reference_answers`` (source 'import', keyed by query id; a
+    re-import replaces the earlier reference)."""
+    now = datetime.now(UTC)
+    rows = [(tenant, qid, "", ref, "import", now) for qid, ref in refs.items()]
+    for i in range(0, len(rows), 50_000):
+        store.insert("reference_answers", rows[i : i + 50_000],
+                     ["tenant", "query_id", "trace_id", "reference", "source", "added_at"])
+    return {"queries": len(rows), "matched_queries": _matched_queries(store, tenant, list(refs))}
+
+
+def import_qrels(store: Any, qrels: dict[str, dict[str, int]], *, tenant: str = "default") -> dict[str, int]:
+    """Write qrels into the ``gold`` table (source 'qrels', keyed by query id; idempotent)."""
+    now = datetime.now(UTC)
+    rows = [(tenant, qid, "", doc, rel, "qrels", now) for qid, docs in qrels.items() for doc, rel in docs.items()]
+    for i in range(0, len(rows), 50_000):
+        store.insert("gold", rows[i : i + 50_000],
+                     ["tenant", "query_id", "trace_id", "doc_id", "relevance", "source", "added_at"])
+    return {"judgements": len(rows), "relevant": sum(1 for r in rows if r[4] > 0), "queries": len(qrels),
+            "matched_queries": _matched_queries(store, tenant, list(qrels))}

@@ -1,0 +1,336 @@
+"""`ragtrace compare`: two releases, paired over query ids, with honest statistics and gates.
+
+Exit codes: 0 no gate tripped, 1 a gate tripped (the movers of the tripped boundary are printed),
+2 usage error (bad arguments, unreadable input, mixed labeller manifests without --force).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+from ragtrace_evaluator.compare.comparison import Comparison, compare
+from ragtrace_evaluator.compare.gates import load_gates
+from ragtrace_evaluator.compare.metric_info import DECOMP_PREFIX
+from ragtrace_evaluator.compare.movers import Mover
+from ragtrace_evaluator.compare.records import (
+    CompareError,
+    LabelSet,
+    MixedManifestError,
+    check_manifests,
+    load_jsonl,
+    load_release,
+)
+
+__all__ = ["build_parser", "compare_main", "load_side"]
+
+_FILE_SUFFIXES = (".jsonl", ".json", ".ndjson")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ragtrace compare",
+        description="Compare two releases paired over query ids: every stage metric and contingency cell "
+                    "with paired bootstrap CIs, the e2e decomposition, the movers per boundary, and gates.",
+    )
+    p.add_argument("--baseline", required=True, metavar="A",
+                   help="a release in the store (its service.version) or a per-trace JSON Lines file")
+    p.add_argument("--candidate", required=True, metavar="B", help="the release or file to compare with A")
+    p.add_argument("--store", help="store directory or ClickHouse URL (default: $RAGTRACE_STORE or the "
+                                   "per-user store); only used for releases, not files")
+    p.add_argument("--tenant", default="default", help="tenant of the releases in the store")
+    p.add_argument("--service", help="only labels of this service.name")
+    p.add_argument("--manifest", help="labeller manifest id to use when a release has labels of several")
+    p.add_argument("--force", action="store_true",
+                   help="compare labels of different labeller manifests anyway (the report says so)")
+    p.add_argument("--gates", metavar="GATES.toml", help="gate file (default: one 2.5-SE gate per stage)")
+    p.add_argument("--threshold", type=float, default=0.5,
+                   help="acceptability threshold on the 0-1 end-to-end score (default 0.5)")
+    p.add_argument("--json", metavar="OUT", help="write the JSON report here ('-' = stdout, no tables)")
+    p.add_argument("--html", metavar="OUT.html", help="write the self-contained HTML report here")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
+    p.add_argument("--confidence", type=float, default=0.95, help="confidence level (default 0.95)")
+    p.add_argument("--max-ids", type=int, default=20, help="query ids listed per mover group in the terminal")
+    p.add_argument("--trace-url", metavar="TEMPLATE",
+                   help="link template for trace ids in the HTML, e.g. http://host:4318/traces/{trace_id}")
+    return p
+
+
+def _is_file_arg(value: str) -> bool:
+    return Path(value).is_file() or value.endswith(_FILE_SUFFIXES)
+
+
+def load_side(value: str, args: argparse.Namespace, store_box: list[Any]) -> LabelSet:
+    """A JSON Lines file, or the labels of a release in the store (opened once, kept in store_box)."""
+    if _is_file_arg(value):
+        if not Path(value).is_file():
+            raise CompareError(f"{value}: no such file (a path or a *.jsonl name is read as a per-trace file; "
+                               "give a release name to read the store)")
+        return load_jsonl(value)
+    if not store_box:
+        from ragtrace_store import StoreError, open_store
+
+        try:
+            store_box.append(open_store(args.store, migrate=False))
+        except StoreError as exc:
+            raise CompareError(str(exc)) from exc
+    store = store_box[0]
+    try:
+        sets = load_release(store, value, tenant=args.tenant, service=args.service, manifest_id=args.manifest)
+    except CompareError:
+        raise
+    except Exception as exc:  # the driver's errors (e.g. no labels table) become usage errors
+        raise CompareError(f"cannot read the labels of release {value!r} from {store.location}: {exc}. "
+                           "Run `ragtrace audit` on the store first.") from exc
+    if not sets:
+        scope = f" of service {args.service!r}" if args.service else ""
+        raise CompareError(f"no audit labels for release {value!r}{scope} in tenant {args.tenant!r}"
+                           f"{' under manifest ' + args.manifest if args.manifest else ''} in "
+                           f"{store.location}: run `ragtrace audit --release {value}` first, or give a "
+                           "per-trace JSON Lines file")
+    if len(sets) > 1:
+        ids = [s.manifest_ids[0] for s in sets]
+        if not args.force:
+            raise MixedManifestError(
+                f"release {value!r} has labels from {len(sets)} labeller manifests {ids}: choose one with "
+                "--manifest ID (or --force to take the newest)")
+    return sets[0]
+
+
+def _fmt(x: float | None, digits: int = 4) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "undefined"
+    return f"{x:.{digits}f}"
+
+
+def _delta(x: float | None) -> str:
+    if x is None or not math.isfinite(x):
+        return "undefined"
+    return f"{x:+.4f}"
+
+
+def _ci(ci: list[float | None]) -> str:
+    lo, hi = ci
+    if lo is None or hi is None:
+        return "undefined"
+    return f"[{lo:+.4f}, {hi:+.4f}]"
+
+
+def _style(delta: float | None, ci: list[float | None], direction: str | None) -> str:
+    """Red when the CI excludes 0 in the bad direction, green in the good one."""
+    lo, hi = ci
+    if delta is None or lo is None or hi is None or direction is None:
+        return ""
+    bad = hi < 0 if direction == "higher" else lo > 0
+    good = lo > 0 if direction == "higher" else hi < 0
+    return "bold red" if bad else ("green" if good else "")
+
+
+def render_terminal(c: Comparison, report: dict[str, Any], *, max_ids: int = 20, console: Any = None) -> None:
+    """Print the comparison as rich tables."""
+    from rich.console import Console
+    from rich.table import Table
+
+    con = console or Console(width=None if sys.stdout.isatty() else 150, highlight=False)
+    pairing = report["pairing"]
+    s = report["settings"]
+    con.print(f"[bold]ragtrace compare[/bold]  baseline [cyan]{_esc(c.baseline.name)}[/cyan] → candidate "
+              f"[cyan]{_esc(c.candidate.name)}[/cyan]: {pairing['n_pairs']} paired queries; "
+              f"{pairing['only_baseline']['n']} only in baseline, {pairing['only_candidate']['n']} only in "
+              f"candidate; {s['resamples']} paired bootstrap resamples, seed {s['seed']}, "
+              f"{s['confidence_level']:.0%} intervals")
+    for side, key in (("baseline", "only_baseline"), ("candidate", "only_candidate")):
+        ids = pairing[key]["query_ids"]
+        if ids:
+            more = f" … {len(ids) - max_ids} more" if len(ids) > max_ids else ""
+            con.print(f"  unmatched (only in {side}): {_esc(', '.join(ids[:max_ids]))}{more}")
+
+    t = Table(title="Stage metrics (candidate − baseline, paired)", title_justify="left")
+    for col in ("metric", "boundary", "n", "baseline", "candidate", "Δ", "CI (BCa)", "CI (percentile)"):
+        t.add_column(col, justify="left" if col in ("metric", "boundary") else "right")
+    for m in report["metrics"]:
+        style = _style(m["delta"], m["ci"]["bca"], m["direction"])
+        t.add_row(m["metric"], m["boundary"] or "", str(m["n"]), _fmt(m["baseline"]), _fmt(m["candidate"]),
+                  _delta(m["delta"]), _ci(m["ci"]["bca"]), _ci(m["ci"]["percentile"]), style=style)
+    con.print(t)
+
+    d = report["decomposition"]
+    t = Table(title=f"Decomposition: e2e = recall·P(pass | gold in C) + (1 − recall)·P(pass | no gold in C)  "
+                    f"(n = {d['n']})", title_justify="left")
+    for col in ("term", "baseline", "candidate", "Δ", "CI (BCa)"):
+        t.add_column(col, justify="left" if col == "term" else "right")
+    labels = {"recall": "recall (gold in context)", "p_pass_given_gold": "P(pass | gold in C)",
+              "p_pass_without_gold": "P(pass | no gold in C)", "term_gold": "recall·P(pass | gold)",
+              "term_without_gold": "(1 − recall)·P(pass | no gold)", "e2e": "e2e pass"}
+    for key, label in labels.items():
+        t.add_row(label, _fmt(d["baseline"][key]), _fmt(d["candidate"][key]), _delta(d["delta"][key]),
+                  _ci(d["ci"][key]["bca"]), style="bold" if key == "e2e" else "")
+    con.print(t)
+    dg, dn, de = (d["delta"].get(k) for k in ("term_gold", "term_without_gold", "e2e"))
+    if dg is not None and dn is not None and de is not None:
+        con.print(f"  e2e moved {de:+.4f} = {dg:+.4f} (queries with gold in context) {dn:+.4f} (queries "
+                  "without): a small net change can hide opposite moves at two boundaries.")
+
+    t = Table(title="Contingency cells (share of paired queries)", title_justify="left")
+    for col in ("cell", "baseline n", "candidate n", "baseline", "candidate", "Δ", "CI (BCa)"):
+        t.add_column(col, justify="left" if col == "cell" else "right")
+    for cell in report["contingency"]:
+        t.add_row(cell["cell"], str(cell["baseline_count"]), str(cell["candidate_count"]),
+                  _fmt(cell["baseline"]), _fmt(cell["candidate"]), _delta(cell["delta"]), _ci(cell["ci"]["bca"]))
+    con.print(t)
+
+    thr = report["below_threshold"]
+    t = Table(title=f"Movers (mean {c.movers[0].value if c.movers else 'score'} per group; share below "
+                    f"{thr['threshold']:g})", title_justify="left")
+    for col in ("boundary", "direction", "n", "baseline mean", "candidate mean", "below (b → c)", "query ids"):
+        t.add_column(col, justify="right" if col in ("n", "baseline mean", "candidate mean") else "left")
+    for mv in c.movers:
+        ids = "" if mv.direction == "held" else _ids(mv.query_ids, 5)
+        style = "bold red" if mv.direction == "lost" and mv.n else ""
+        t.add_row(mv.boundary, mv.direction, str(mv.n), _fmt(mv.baseline_mean, 3), _fmt(mv.candidate_mean, 3),
+                  f"{_fmt(mv.baseline_below, 3)} → {_fmt(mv.candidate_below, 3)}", _esc(ids), style=style)
+    con.print(t)
+    if thr.get("baseline") is not None:
+        con.print(f"  share of queries with score below {thr['threshold']:g}: baseline {_fmt(thr['baseline'])}, "
+                  f"candidate {_fmt(thr['candidate'])} (Δ {_delta(thr['delta'])}, CI "
+                  f"{_ci(thr['ci']['bca'])})")
+
+    t = Table(title="Gates", title_justify="left")
+    for col in ("metric", "gate", "threshold", "observed", "P(false alarm)", "status"):
+        t.add_column(col, justify="left" if col in ("metric", "gate", "status") else "right")
+    for g in c.gates.results:
+        gate = f"{g.k:g} SE drop" if g.kind == "se" else f"{g.kind} ({g.direction} is better)"
+        t.add_row(g.metric, gate, _delta(g.threshold) if g.kind == "se" else _fmt(g.threshold),
+                  _delta(g.observed) if g.kind == "se" else _fmt(g.observed),
+                  _fmt(g.false_alarm, 4), g.status.upper() if g.tripped else g.status,
+                  style="bold red" if g.tripped else ("yellow" if g.status == "undefined" else ""))
+    con.print(t)
+    gs = c.gates
+    if gs.family_false_alarm is not None:
+        con.print(f"  family-wise false-alarm probability of these {len(gs.results)} gates under no change: "
+                  f"{gs.family_false_alarm:.2%} (simulated from {gs.n_replicates} joint bootstrap replicates; "
+                  f"{gs.independent_false_alarm:.2%} if the gates were independent)")
+    for g in gs.tripped:
+        _movers_report(con, c, g.boundary, g.metric, g.reason, max_ids)
+    warns = c.all_warnings()
+    if warns:
+        con.print(f"[yellow]{len(warns)} warnings[/yellow] (undefined values are reported as undefined, "
+                  "never as 0):")
+        for w in warns[:max_ids]:
+            con.print(f"  - {_esc(w)}")
+        if len(warns) > max_ids:
+            con.print(f"  … {len(warns) - max_ids} more in the JSON report")
+
+
+def _movers_report(con: Any, c: Comparison, boundary: str | None, metric: str, reason: str,
+                   max_ids: int) -> None:
+    boundaries = [boundary] if boundary in {m.boundary for m in c.movers} else sorted(
+        {m.boundary for m in c.movers})
+    con.print(f"\n[bold red]GATE TRIPPED[/bold red] {metric}: {_esc(reason)}")
+    for b in boundaries:
+        for mv in c.movers:
+            if mv.boundary != b or mv.direction == "held":
+                continue
+            con.print(f"  [bold]{b} {mv.direction}[/bold]: {mv.n} quer{'y' if mv.n == 1 else 'ies'}, mean {mv.value} "
+                      f"{_fmt(mv.baseline_mean, 3)} → {_fmt(mv.candidate_mean, 3)}, below threshold "
+                      f"{_fmt(mv.baseline_below, 3)} → {_fmt(mv.candidate_below, 3)}")
+            _list_ids(con, mv, max_ids)
+
+
+def _list_ids(con: Any, mv: Mover, max_ids: int) -> None:
+    for qid, ta, tb in list(zip(mv.query_ids, mv.baseline_trace_ids, mv.candidate_trace_ids,
+                                strict=True))[:max_ids]:
+        show = f"ragtrace traces show {tb}" if tb else "(no trace id)"
+        con.print(f"    {_esc(qid)}  baseline {_esc(ta or '-')}  candidate {_esc(tb or '-')}  → {_esc(show)}")
+    if mv.n > max_ids:
+        con.print(f"    … {mv.n - max_ids} more (all ids are in --json)")
+
+
+def _ids(ids: tuple[str, ...], k: int) -> str:
+    return ", ".join(ids[:k]) + (f" … +{len(ids) - k}" if len(ids) > k else "")
+
+
+def _esc(text: str) -> str:
+    """Query ids and release names are untrusted: never let them be read as rich markup."""
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def compare_main(argv: list[str]) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on usage errors and 0 on --help
+        return int(exc.code or 0)
+    if args.resamples < 100:
+        parser.print_usage(sys.stderr)
+        print("ragtrace compare: error: --resamples must be at least 100", file=sys.stderr)
+        return 2
+    if not 0.5 <= args.confidence < 1:
+        print("ragtrace compare: error: --confidence must be in [0.5, 1)", file=sys.stderr)
+        return 2
+    store_box: list[Any] = []
+    try:
+        baseline = load_side(args.baseline, args, store_box)
+        candidate = load_side(args.candidate, args, store_box)
+        forced = check_manifests(baseline, candidate, force=args.force)
+        gates = None
+        if args.gates:
+            # Validate the file before the (long) bootstrap; metric names are checked after it.
+            gates = load_gates(args.gates, available=_available_metrics(baseline, candidate))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # every warning is on the report and printed below
+            result = compare(baseline, candidate, threshold=args.threshold, n_resamples=args.resamples,
+                             confidence_level=args.confidence, seed=args.seed, gates=gates)
+    except CompareError as exc:
+        print(f"ragtrace compare: error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        for st in store_box:
+            st.close()
+    if forced:
+        result = _with_notes(result, forced)
+    report = result.to_json()
+    try:
+        if args.json:
+            text = json.dumps(report, indent=2, allow_nan=False)
+            if args.json == "-":
+                print(text)
+            else:
+                Path(args.json).write_text(text + "\n", encoding="utf-8")
+        if args.json != "-":
+            render_terminal(result, report, max_ids=args.max_ids)
+        if args.html:
+            from ragtrace_evaluator.compare.report_html import write_report
+
+            write_report(result, args.html, trace_url=args.trace_url)
+            if args.json != "-":
+                print(f"HTML report: {Path(args.html).resolve()}")
+    except OSError as exc:
+        print(f"ragtrace compare: error: cannot write {exc.filename or 'the report'}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return 2
+    return 1 if result.tripped else 0
+
+
+def _available_metrics(a: LabelSet, b: LabelSet) -> set[str]:
+    """Metric names the comparison will have, for gates that include the defaults."""
+    names = {"gold_in_context", "pass_rate"} | {DECOMP_PREFIX + "p_pass_given_gold"}
+    for lab in (*a.labels, *b.labels):
+        names.update("abstention_rate" if k == "abstained" else k for k in lab.metrics)
+        if lab.ranking_ok is not None:
+            names.add("ranking_ok")
+    return names
+
+
+def _with_notes(c: Comparison, notes: list[str]) -> Comparison:
+    from dataclasses import replace
+
+    return replace(c, notes=(*notes, *c.notes))

@@ -1,0 +1,105 @@
+"""`ragtrace store migrate|status|retention`: store administration.
+
+Exit codes: 0 success, 1 a statement failed, 2 usage error or a store that cannot be opened.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ragtrace_cli.commands.common import STORE_HELP, open_or_report
+from ragtrace_store import Store, load_migrations
+
+
+def store_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="ragtrace store", description="Store administration.")
+    sub = p.add_subparsers(dest="action", required=True)
+    m = sub.add_parser("migrate", help="apply pending schema migrations (idempotent)")
+    m.add_argument("--store", help=STORE_HELP)
+    m.add_argument("--variant", choices=["single", "cluster"], default="single",
+                   help="single node, or a cluster (ReplicatedReplacingMergeTree + Distributed)")
+    m.add_argument("--cluster", help="cluster name for --variant cluster (as in remote_servers)")
+    m.add_argument("--print", action="store_true", dest="print_sql", help="print the SQL, apply nothing")
+    s = sub.add_parser("status", help="schema version and row counts")
+    s.add_argument("--store", help=STORE_HELP)
+    r = sub.add_parser("retention", help="keep traces for N days (ALTER TABLE ... MODIFY TTL); 0 = forever")
+    r.add_argument("--store", help=STORE_HELP)
+    r.add_argument("--days", type=int, required=True)
+    for sp in (s, r):
+        sp.add_argument("--variant", choices=["single", "cluster"], default="single")
+        sp.add_argument("--cluster", help="cluster name for --variant cluster")
+    a = p.parse_args(argv)
+    if a.action == "migrate":
+        if a.variant == "cluster" and not a.cluster:
+            p.error("--variant cluster needs --cluster NAME")
+        if a.print_sql:
+            for mig in load_migrations(a.variant):
+                print(f"-- {mig.version:04d}_{mig.name}")
+                for stmt in mig.statements:
+                    sql = stmt.replace("{cluster}", a.cluster) if a.cluster else stmt
+                    print(sql.replace("{db}", "ragtrace") + "\n;")
+            return 0
+        store = open_or_report(a.store, migrate=False, command="store", variant=a.variant, cluster=a.cluster)
+        if store is None:
+            return 2
+        with store:
+            try:
+                applied = store.migrate()
+            except Exception as exc:
+                print(f"ragtrace store migrate: failed: {exc}", file=sys.stderr)
+                return 1
+        names = [f"{x.version:04d}_{x.name}" for x in applied]
+        print(f"applied {len(applied)} migration(s){': ' + ', '.join(names) if names else ' (up to date)'} "
+              f"to {store.location}")
+        return 0
+    if a.variant == "cluster" and not a.cluster:
+        p.error("--variant cluster needs --cluster NAME")
+    store = open_or_report(a.store, migrate=False, command="store", variant=a.variant, cluster=a.cluster)
+    if store is None:
+        return 2
+    with store:
+        if a.action == "status":
+            versions = sorted(store.applied_versions())
+            pending = [f"{x.version:04d}_{x.name}" for x in store.pending_migrations()]
+            print(f"store      {store.location}")
+            print(f"applied    {', '.join(f'{v:04d}' for v in versions) or 'none'}")
+            print(f"pending    {', '.join(pending) or 'none'}")
+            if not versions:
+                return 0
+            for table in ("queries", "spans", "documents", "passages", "gold", "reference_answers", "feedback",
+                          "labels"):
+                try:
+                    n = store.query_rows(f"SELECT count() FROM {store.table(table)} FINAL")[0][0]
+                except Exception:
+                    continue
+                print(f"{table:<17} {n} rows")
+            return 0
+        if a.days < 0:
+            p.error("--days must be >= 0")
+        return _retention(store, a.days)
+
+
+# Traffic ages out; gold, reference answers and reviews are curated labels and are kept.
+_RETENTION = {"spans": "start_time", "queries": "start_time", "documents": "start_time", "feedback": "added_at",
+              "labels": "trace_time"}
+
+
+def _retention(store: Store, days: int) -> int:
+    for table, column in _RETENTION.items():
+        # on a cluster the TTL belongs to the replicated local tables, on every node
+        target = (f"{store.table(table + '_local')} ON CLUSTER '{store.cluster}'"
+                  if store.variant == "cluster" else store.table(table))
+        if days:
+            sql = f"ALTER TABLE {target} MODIFY TTL toDateTime({column}) + INTERVAL {int(days)} DAY"
+        else:
+            sql = f"ALTER TABLE {target} REMOVE TTL"
+        try:
+            store.command(sql)
+        except Exception as exc:
+            if days == 0 and "TTL" in str(exc):
+                continue  # no TTL to remove
+            print(f"ragtrace store retention: {table}: {exc}", file=sys.stderr)
+            return 1
+    print(f"retention set to {days} day(s)" if days else "retention removed (keep forever)")
+    return 0

@@ -1,1 +1,0 @@
-"""ragtrace collector: OTLP/HTTP receiver, ClickHouse store writer and the human review UI."""

@@ -1,0 +1,1 @@
+"""ragtrace collector: the OTLP/HTTP receiver and the batched, durable store writer (ingest)."""

@@ -1,0 +1,221 @@
+"""The collector's FastAPI application: OTLP/HTTP receiver, health, metrics and the trace API.
+
+`create_app(settings, store)` builds it; nothing is started at import time. What the serving process
+adds on top (the review UI, the audit API, the background audit) is passed in by the composition
+root (`ragtrace_cli.server`) as ``extensions`` and ``background`` tasks, so ingest never imports the
+evaluator or the review package. The lifespan opens the spool, starts the writer (which replays
+anything a previous run left in the spool) and the background tasks, and on shutdown (SIGTERM
+under uvicorn) stops accepting, flushes for at most ``settings.shutdown_timeout`` seconds and
+closes the spool.
+
+Tenancy: with ``settings.tokens`` every route needs ``Authorization: Bearer TOKEN`` and works on
+that token's tenant only; without tokens everything is tenant "default".
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Annotated
+
+import orjson
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from ragtrace_collector.ingest import IngestPool
+from ragtrace_collector.metrics import Metrics
+from ragtrace_collector.otlp import JSON, OtlpError, encode_response, encode_status, media_type
+from ragtrace_collector.settings import CollectorSettings
+from ragtrace_collector.spool import Spool, SpoolError
+from ragtrace_collector.writer import Backpressure, Writer
+from ragtrace_store import DEFAULT_TENANT, Store
+
+log = logging.getLogger("ragtrace.collector")
+
+
+class AuthError(Exception):
+    pass
+
+
+def tenant_of(request: Request) -> str:
+    """The tenant of a request: its bearer token's, or "default" when no tokens are configured."""
+    settings: CollectorSettings = request.app.state.settings
+    if not settings.tokens:
+        return DEFAULT_TENANT
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise AuthError("missing bearer token: send 'Authorization: Bearer TOKEN'")
+    found = None
+    for known, tenant in settings.tokens.items():
+        # compare every token in constant time so timing does not reveal which one nearly matched
+        if hmac.compare_digest(known.encode(), token.strip().encode()):
+            found = tenant
+    if found is None:
+        raise AuthError("unknown bearer token")
+    return found
+
+
+TenantDep = Annotated[str, Depends(tenant_of)]
+
+#: Adds routes to the app: ``extension(app, get_store, settings)`` (its return value is ignored).
+Extension = Callable[[FastAPI, Callable[[], Store], CollectorSettings], object]
+#: Runs in its own daemon thread for the app's lifetime and returns once the event is set.
+BackgroundTask = Callable[[Store, CollectorSettings, Metrics, threading.Event], None]
+
+
+def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | None = None,
+               extensions: Sequence[Extension] = (), background: Sequence[BackgroundTask] = ()) -> FastAPI:
+    """The collector app for ``store`` (which the caller opened and closes), with ``extensions``
+    mounted after the collector's own routes and each ``background`` task run while it serves."""
+    metrics = metrics or Metrics()
+    spool = Spool(settings.spool_path, max_bytes=settings.spool_max_bytes, fsync=settings.spool_fsync)
+    writer = Writer(store, spool, metrics, batch_max_spans=settings.batch_max_spans,
+                    batch_interval=settings.batch_interval, queue_max_bytes=settings.queue_max_bytes)
+    pool = IngestPool(settings.ingest_workers)
+    stop_background = threading.Event()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            writer.start()
+        except SpoolError as exc:
+            log.error("cannot start: %s", exc)
+            raise
+        pool.start()
+        threads = [threading.Thread(target=task, args=(store, settings, metrics, stop_background),
+                                    name=f"ragtrace-{getattr(task, '__name__', 'task')}", daemon=True)
+                   for task in background]
+        for thread in threads:
+            thread.start()
+        try:
+            yield
+        finally:
+            stop_background.set()
+            await run_in_threadpool(pool.stop)
+            clean = await run_in_threadpool(writer.stop, settings.shutdown_timeout)
+            if not clean:
+                log.warning("shutdown timeout: unwritten requests stay in the spool %s and are replayed "
+                            "on the next start", spool.dir)
+            for thread in threads:
+                thread.join(1.0)
+
+    app = FastAPI(title="ragtrace collector", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.settings = settings
+    app.state.store = store
+    app.state.writer = writer
+    app.state.metrics = metrics
+
+    def get_store() -> Store:
+        return store
+
+    @app.exception_handler(AuthError)
+    async def _auth_error(request: Request, exc: AuthError) -> Response:
+        return JSONResponse({"error": str(exc)}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+
+    # --- OTLP/HTTP ---------------------------------------------------------------------------
+    @app.post("/v1/traces")
+    async def export_traces(request: Request) -> Response:
+        ctype = request.headers.get("content-type")
+        try:
+            mt = media_type(ctype)
+        except OtlpError as exc:
+            return _refuse(metrics, JSON, exc.status, exc.reason)
+        try:
+            tenant = tenant_of(request)
+        except AuthError as exc:
+            return _refuse(metrics, mt, 401, str(exc), {"WWW-Authenticate": "Bearer"})
+        declared = request.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > settings.max_body_bytes:
+            return _refuse(metrics, mt, 413, f"request body of {declared} bytes exceeds "
+                                             f"{settings.max_body_bytes} (RAGTRACE_MAX_BODY_BYTES)")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > settings.max_body_bytes:
+                return _refuse(metrics, mt, 413, f"request body exceeds {settings.max_body_bytes} bytes "
+                                                 "(RAGTRACE_MAX_BODY_BYTES)")
+            chunks.append(chunk)
+        body = b"".join(chunks)
+        try:
+            rejected, message = await run_in_threadpool(
+                _ingest, writer, pool, settings, body, ctype, request.headers.get("content-encoding"), tenant,
+                metrics)
+        except OtlpError as exc:
+            return _refuse(metrics, mt, exc.status, exc.reason)
+        except Backpressure as exc:
+            return _refuse(metrics, mt, exc.status, exc.reason, {"Retry-After": str(exc.retry_after)})
+        metrics.inc("ragtrace_requests_total", code="200")
+        return Response(encode_response(mt, rejected, message), status_code=200, media_type=mt)
+
+    # --- health -------------------------------------------------------------------------------
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        try:
+            store.command("SELECT 1")
+            pending = store.pending_migrations()
+        except Exception as exc:
+            return JSONResponse({"ready": False, "reason": f"store unreachable: {exc}"[:500]}, status_code=503)
+        if pending:
+            names = ", ".join(f"{m.version:04d}_{m.name}" for m in pending)
+            return JSONResponse({"ready": False, "reason": f"migrations not applied: {names}; run "
+                                                           "`ragtrace store migrate`"}, status_code=503)
+        return JSONResponse({"ready": True, "store": store.location, "store_up": writer.store_up})
+
+    @app.get("/metrics")
+    def prometheus() -> PlainTextResponse:
+        return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4")
+
+    # --- reading (tenant-scoped) --------------------------------------------------------------
+    @app.get("/api/traces")
+    def list_traces(tenant: TenantDep, release: str | None = None, service: str | None = None,
+                    since: datetime | None = None, until: datetime | None = None,
+                    limit: Annotated[int, Query(ge=1, le=100_000)] = 100, content: bool = False) -> Response:
+        records = store.read_traces(tenant=tenant, release=release, service=service, since=since, until=until,
+                                    limit=limit, with_content=content)
+        body = b"".join(orjson.dumps(r.as_json(with_content=content)) + b"\n" for r in records)
+        return Response(body, media_type="application/x-ndjson")
+
+    @app.get("/api/traces/{trace_id}")
+    def get_trace(trace_id: str, tenant: TenantDep) -> Response:
+        found = list(store.read_traces(tenant=tenant, trace_ids=[trace_id.lower()], with_content=True))
+        if not found:
+            return JSONResponse({"error": f"no trace {trace_id} (or its root span has not arrived yet)"},
+                                status_code=404)
+        return JSONResponse(found[0].as_json(with_content=True))
+
+    for extension in extensions:
+        extension(app, get_store, settings)
+    return app
+
+
+def _ingest(writer: Writer, pool: IngestPool, settings: CollectorSettings, body: bytes, ctype: str | None,
+            encoding: str | None, tenant: str, metrics: Metrics) -> tuple[int, str]:
+    """Decode, assemble, spool, queue. Runs in a worker thread; returns (rejected spans, message)."""
+    received_ms = time.time_ns() // 1_000_000
+    rows, spooled = pool.run(body, ctype, encoding, tenant, received_ms, settings.max_body_bytes,
+                             writer.written_passages)
+    if rows.spans:
+        writer.submit(tenant, received_ms, spooled, rows)
+    metrics.inc("ragtrace_spans_received_total", rows.spans)
+    if rows.rejected:
+        metrics.inc("ragtrace_spans_rejected_total", rows.rejected)
+    return rows.rejected, rows.error_message()
+
+
+def _refuse(metrics: Metrics, mt: str, status: int, reason: str,
+            headers: dict[str, str] | None = None) -> Response:
+    metrics.inc("ragtrace_requests_total", code=str(status))
+    if status >= 500 or status == 429:
+        log.info("refused an export with %d: %s", status, reason)
+    return Response(encode_status(mt, status, reason), status_code=status, media_type=mt, headers=headers)

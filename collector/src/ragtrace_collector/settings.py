@@ -1,0 +1,177 @@
+"""Collector settings: one frozen dataclass, each field naming its environment variable.
+
+Precedence is argument > environment > default. A bad environment value is logged and the
+default used (the collector should still start); a bad argument raises `ValueError` naming the
+field and the fix.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from ragtrace_store.clock import parse_duration
+from ragtrace_store.records import DEFAULT_TENANT
+
+log = logging.getLogger("ragtrace.collector")
+
+ENV_STORE = "RAGTRACE_STORE"
+ENV_HOST = "RAGTRACE_HOST"
+ENV_PORT = "RAGTRACE_PORT"
+ENV_TOKENS = "RAGTRACE_TOKENS"  # "token1=tenantA,token2=tenantB"
+ENV_MAX_BODY_BYTES = "RAGTRACE_MAX_BODY_BYTES"
+ENV_SPOOL_DIR = "RAGTRACE_SPOOL_DIR"
+ENV_SPOOL_MAX_BYTES = "RAGTRACE_SPOOL_MAX_BYTES"
+ENV_SPOOL_FSYNC = "RAGTRACE_SPOOL_FSYNC"
+ENV_BATCH_MAX_SPANS = "RAGTRACE_BATCH_MAX_SPANS"
+ENV_BATCH_INTERVAL = "RAGTRACE_BATCH_INTERVAL"
+ENV_QUEUE_MAX_BYTES = "RAGTRACE_QUEUE_MAX_BYTES"
+ENV_SHUTDOWN_TIMEOUT = "RAGTRACE_SHUTDOWN_TIMEOUT"
+ENV_AUDIT_EVERY = "RAGTRACE_AUDIT_EVERY"
+ENV_AUDIT_SAMPLE = "RAGTRACE_AUDIT_SAMPLE"
+
+DEFAULT_PORT = 4318  # the OTLP/HTTP port
+MiB = 1024 * 1024
+
+
+
+def parse_tokens(text: str) -> dict[str, str]:
+    """``"tok1=tenantA,tok2=tenantB"`` → ``{token: tenant}``. A bare token maps to the default tenant."""
+    out: dict[str, str] = {}
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        token, sep, tenant = item.partition("=")
+        token, tenant = token.strip(), tenant.strip() if sep else DEFAULT_TENANT
+        if not token or not tenant:
+            raise ValueError(f"invalid token entry {item!r}: use TOKEN=TENANT, comma-separated")
+        out[token] = tenant
+    return out
+
+
+def default_spool_dir(store: str) -> Path:
+    """Next to an embedded store (``<store>.spool``); under the per-user cache dir for a server URL."""
+    if store.startswith(("http://", "https://")):
+        base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+        return Path(base) / "ragtrace" / "spool"
+    return Path(store).expanduser().resolve().with_name(Path(store).name + ".spool")
+
+
+@dataclass(frozen=True)
+class CollectorSettings:
+    """Everything `ragtrace serve` can be told. Units: bytes, seconds, spans."""
+
+    #: store directory (embedded chDB) or ``http(s)://user:pw@host:8123/db`` ($RAGTRACE_STORE)
+    store: str = ""
+    host: str = "127.0.0.1"  # $RAGTRACE_HOST
+    port: int = DEFAULT_PORT  # $RAGTRACE_PORT
+    #: bearer token → tenant ($RAGTRACE_TOKENS="tok=tenant,..."); empty = no auth, tenant "default"
+    tokens: Mapping[str, str] = field(default_factory=dict)
+    #: largest accepted request body, compressed or not ($RAGTRACE_MAX_BODY_BYTES). The OTLP
+    #: exporter itself drops batches over 64 MiB.
+    max_body_bytes: int = 64 * MiB
+    #: write-ahead spool directory ($RAGTRACE_SPOOL_DIR); default next to the store
+    spool_dir: str = ""
+    #: refuse new data (503) once the spool holds this much ($RAGTRACE_SPOOL_MAX_BYTES)
+    spool_max_bytes: int = 4096 * MiB
+    #: fsync the spool before acknowledging (group-committed). Off: survives kill -9 of the
+    #: collector but not a machine crash ($RAGTRACE_SPOOL_FSYNC=0)
+    spool_fsync: bool = True
+    #: a batch is written when it holds this many spans ... ($RAGTRACE_BATCH_MAX_SPANS)
+    batch_max_spans: int = 8000
+    #: ... or this many seconds after its first span arrived ($RAGTRACE_BATCH_INTERVAL)
+    batch_interval: float = 0.5
+    #: decoded data waiting for the writer; beyond it requests get 429 ($RAGTRACE_QUEUE_MAX_BYTES)
+    queue_max_bytes: int = 256 * MiB
+    #: SIGTERM: how long to flush before exiting; what is left stays in the spool
+    shutdown_timeout: float = 10.0
+    #: run `run_audit` every this many seconds in the background (0 = never)
+    audit_every: float = 0.0
+    audit_sample: int = 200
+    #: helper processes that decode and assemble requests (0 = in the serving process); the walk
+    #: over span attributes is the largest CPU cost and holds the GIL ($RAGTRACE_INGEST_WORKERS)
+    ingest_workers: int = 0
+    #: ClickHouse cluster name: migrations use the clustered schema (ON CLUSTER, Replicated +
+    #: Distributed) when set ($RAGTRACE_CLUSTER)
+    cluster: str = ""
+    #: cookie-signing key of the review UI ($RAGTRACE_REVIEW_SECRET, read by the review module)
+    review_secret: str = ""
+
+    def __post_init__(self) -> None:
+        positive = ("max_body_bytes", "spool_max_bytes", "batch_max_spans", "queue_max_bytes", "audit_sample")
+        for name in positive:
+            if int(getattr(self, name)) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
+        if not 0 < self.port < 65536 and self.port != 0:
+            raise ValueError(f"port must be in 1..65535 (or 0 for any free port), got {self.port}")
+        if self.ingest_workers < 0:
+            raise ValueError(f"ingest_workers must be >= 0, got {self.ingest_workers}")
+        if self.batch_interval <= 0 or self.shutdown_timeout <= 0 or self.audit_every < 0:
+            raise ValueError("batch_interval and shutdown_timeout must be > 0 and audit_every >= 0 (seconds)")
+
+    @property
+    def auth_required(self) -> bool:
+        return bool(self.tokens)
+
+    @property
+    def spool_path(self) -> Path:
+        return Path(self.spool_dir).expanduser() if self.spool_dir else default_spool_dir(self.store)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> CollectorSettings:
+        """Settings from the environment, then ``overrides`` (arguments win; None means unset)."""
+        from ragtrace_store.client import default_store_path
+
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        readers: dict[str, tuple[str, Any]] = {
+            "host": (ENV_HOST, str),
+            "port": (ENV_PORT, int),
+            "tokens": (ENV_TOKENS, parse_tokens),
+            "max_body_bytes": (ENV_MAX_BODY_BYTES, int),
+            "spool_dir": (ENV_SPOOL_DIR, str),
+            "spool_max_bytes": (ENV_SPOOL_MAX_BYTES, int),
+            "spool_fsync": (ENV_SPOOL_FSYNC, _parse_bool),
+            "batch_max_spans": (ENV_BATCH_MAX_SPANS, int),
+            "batch_interval": (ENV_BATCH_INTERVAL, parse_duration),
+            "queue_max_bytes": (ENV_QUEUE_MAX_BYTES, int),
+            "shutdown_timeout": (ENV_SHUTDOWN_TIMEOUT, parse_duration),
+            "audit_every": (ENV_AUDIT_EVERY, parse_duration),
+            "audit_sample": (ENV_AUDIT_SAMPLE, int),
+            "review_secret": ("RAGTRACE_REVIEW_SECRET", str),
+            "cluster": ("RAGTRACE_CLUSTER", str),
+            "ingest_workers": ("RAGTRACE_INGEST_WORKERS", int),
+        }
+        for name, (var, parse) in readers.items():
+            raw = env.get(var)
+            if raw is None or raw == "":
+                continue
+            try:
+                values[name] = parse(raw)
+            except ValueError as exc:
+                log.warning("ignoring %s=%r (%s); using the default", var, raw, exc)
+        values["store"] = env.get(ENV_STORE) or str(default_store_path())
+        known = {f.name for f in fields(cls)}
+        for name, value in overrides.items():
+            if name not in known:
+                raise ValueError(f"unknown collector setting {name!r}")
+            if value is not None:
+                values[name] = value
+        return cls(**values)
+
+    def with_(self, **changes: Any) -> CollectorSettings:
+        return replace(self, **changes)
+
+
+def _parse_bool(text: str) -> bool:
+    low = text.strip().lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"invalid boolean {text!r}: use 1/0, true/false")

@@ -1,0 +1,403 @@
+"""The batched store writer: one thread, one insert per table per batch, bounded memory.
+
+Flow of one request: the HTTP handler assembles rows, appends the raw request to the spool
+(durable), hands the rows to `Writer.submit`, then answers 200. The writer thread gathers rows
+until ``batch_max_spans`` or ``batch_interval`` and writes each table once. When a batch is in
+the store, the spool is told and drops segments with nothing pending.
+
+When the store is down (an insert fails and a ``SELECT 1`` probe fails too) the writer *spills*:
+it stops holding rows in memory, because the spool already has them, and keeps probing. When the
+store answers again it replays the spooled segments from disk. Re-inserting something that was
+already written is harmless: every table is a ReplacingMergeTree keyed by span (or trace, or
+content hash), and readers use FINAL.
+
+A batch the store refuses while it otherwise works is split per request; a request it still
+refuses (while others in the batch go in) is data the store cannot take: it is kept in
+``<spool>/deadletter/`` and counted, not retried forever.
+
+Backpressure: rows waiting for the writer are bounded by ``queue_max_bytes`` (429 beyond it);
+the spool is bounded by its own limit (503 beyond it).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import lz4.frame
+import orjson
+
+from ragtrace_collector.assemble import COLUMNS, TIME_COLUMNS, Rows
+from ragtrace_collector.metrics import Metrics
+from ragtrace_collector.native_walk import assemble_protobuf
+from ragtrace_collector.spool import Spool, SpoolError, SpoolFull
+from ragtrace_store import arrow_table
+
+log = logging.getLogger("ragtrace.collector.writer")
+
+#: Insert order: what a reader joins *to* goes first, the query row (which makes a trace
+#: visible to `read_traces`) last.
+TABLE_ORDER = ("passages", "documents", "spans", "gold", "feedback", "reference_answers", "queries")
+_PASSAGE_CACHE = 200_000
+_LZ4_MAGIC = b"\x04\x22\x4d\x18"  # LZ4 frame magic; an OTLP request never starts with it
+
+
+class Backpressure(Exception):
+    """The collector cannot take more now; answer ``status`` with ``Retry-After: retry_after``."""
+
+    def __init__(self, status: int, retry_after: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.retry_after = retry_after
+        self.reason = reason
+
+
+@dataclass
+class _Item:
+    rows: Rows
+    seg: int
+    at: float
+    record: tuple[str, int, bytes] | None = None  # kept only to dead-letter it
+
+
+class Writer:
+    def __init__(self, store: Any, spool: Spool, metrics: Metrics, *, batch_max_spans: int = 8000,
+                 batch_interval: float = 0.5, queue_max_bytes: int = 256 * 1024 * 1024,
+                 probe_interval: float = 0.5, probe_max_interval: float = 5.0) -> None:
+        self.store = store
+        self.spool = spool
+        self.metrics = metrics
+        self.batch_max_spans = batch_max_spans
+        self.batch_interval = batch_interval
+        self.queue_max_bytes = queue_max_bytes
+        self.probe_interval = probe_interval
+        self.probe_max_interval = probe_max_interval
+        self._cond = threading.Condition()
+        self._queue: deque[_Item] = deque()
+        self._queued_spans = 0
+        self._held_bytes = 0  # queued + in flight
+        self._busy = False
+        self._stopping = False
+        self._down = False
+        self._replay_upto = 0
+        self._thread: threading.Thread | None = None
+        self._passages: OrderedDict[tuple[str, str], int] = OrderedDict()
+        metrics.gauge("ragtrace_queue_bytes", "decoded rows waiting for the store", lambda: self._held_bytes)
+        metrics.gauge("ragtrace_spool_bytes", "bytes in the local spool", spool.total_bytes)
+        metrics.gauge("ragtrace_spool_segments", "spool segment files", lambda: len(spool.segments()))
+        metrics.gauge("ragtrace_store_up", "1 when the last store write or probe succeeded",
+                      lambda: 0.0 if self._down else 1.0)
+        metrics.gauge("ragtrace_replay_pending", "1 while spooled segments wait to be replayed",
+                      lambda: 1.0 if self._replay_upto else 0.0)
+
+    # --- public ------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._replay_upto = self.spool.open()
+        if self._replay_upto:
+            log.info("replaying spooled requests up to segment %d", self._replay_upto)
+        self._thread = threading.Thread(target=self._run, name="ragtrace-writer", daemon=True)
+        self._thread.start()
+
+    @property
+    def store_up(self) -> bool:
+        return not self._down
+
+    def admit(self, nbytes: int) -> None:
+        """Raise `Backpressure` when rows of this size cannot be queued now."""
+        with self._cond:
+            if self._stopping:
+                raise Backpressure(503, 5, "the collector is shutting down; retry another replica")
+            if self._held_bytes and self._held_bytes + nbytes > self.queue_max_bytes:
+                raise Backpressure(429, 1, f"the store writer is behind ({self._held_bytes} bytes queued, "
+                                           f"limit {self.queue_max_bytes}, RAGTRACE_QUEUE_MAX_BYTES)")
+
+    def submit(self, tenant: str, received_ms: int, body: bytes, rows: Rows) -> None:
+        """Make the request durable (spool) and queue its rows. Returns when it may be acknowledged.
+        ``body`` is the request's protobuf as an LZ4 frame (see `ingest.decode_and_assemble`)."""
+        self.admit(rows.nbytes)
+        try:
+            seg = self.spool.append(tenant, received_ms, body, lz4=True)
+        except SpoolFull as exc:
+            raise Backpressure(503, 30, str(exc)) from exc
+        except (SpoolError, OSError) as exc:  # closed while shutting down, disk error: not acknowledged
+            raise Backpressure(503, 5, f"cannot make the request durable: {exc}") from exc
+        item = _Item(rows, seg, time.monotonic(), (tenant, received_ms, body))
+        with self._cond:
+            self._queue.append(item)
+            self._queued_spans += rows.spans
+            self._held_bytes += rows.nbytes
+            self._cond.notify_all()
+
+    def flush(self, timeout: float = 30.0) -> bool:
+        """Wait until everything queued and spooled is in the store (True) or the timeout passes."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            self._cond.notify_all()
+            while self._queue or self._busy or self._replay_upto or self._down:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(min(left, 0.05))
+        return True
+
+    def stop(self, timeout: float = 10.0) -> bool:
+        """Write what is queued (up to ``timeout``), then close the spool. What is not written by
+        then stays in the spool and is replayed on the next start. True when nothing was left."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        clean = True
+        if self._thread is not None:
+            self._thread.join(timeout)
+            clean = not self._thread.is_alive()
+        self.spool.close()
+        return clean and not self._queue
+
+    # --- the thread --------------------------------------------------------------------------
+    def _run(self) -> None:
+        backoff = self.probe_interval
+        while True:
+            try:
+                if self._down:
+                    if self._stopping:
+                        return
+                    self._spill()
+                    if self._probe():
+                        self._recover()
+                        backoff = self.probe_interval
+                    else:
+                        with self._cond:
+                            self._cond.wait(backoff)
+                        backoff = min(backoff * 2, self.probe_max_interval)
+                    continue
+                if self._replay_upto and not self._stopping:
+                    self._replay_one()
+                items = self._gather()
+                if items:
+                    self._write(items)
+                    continue
+                with self._cond:
+                    if self._stopping and not self._queue:
+                        return
+            except Exception:  # the writer thread must never die: log, back off, go on
+                log.exception("unexpected error in the store writer; retrying")
+                time.sleep(self.probe_interval)
+
+    def _gather(self) -> list[_Item]:
+        with self._cond:
+            while True:
+                if self._queue:
+                    due = self._queue[0].at + self.batch_interval
+                    now = time.monotonic()
+                    if (self._queued_spans >= self.batch_max_spans or now >= due or self._stopping
+                            or self._replay_upto):
+                        break
+                    self._cond.wait(due - now)
+                    continue
+                if self._stopping or self._replay_upto:
+                    return []
+                self._cond.wait(0.25)
+                if not self._queue:
+                    return []
+            items: list[_Item] = []
+            spans = 0
+            while self._queue and (not items or spans + self._queue[0].rows.spans <= self.batch_max_spans):
+                item = self._queue.popleft()
+                spans += item.rows.spans
+                items.append(item)
+            self._queued_spans -= spans
+            self._busy = True
+            return items
+
+    def _release(self, items: list[_Item]) -> None:
+        with self._cond:
+            self._held_bytes -= sum(i.rows.nbytes for i in items)
+            self._busy = False
+            self._cond.notify_all()
+
+    def _write(self, items: list[_Item]) -> None:
+        try:
+            self._insert([i.rows for i in items])
+        except Exception as exc:
+            self.metrics.inc("ragtrace_batch_failures_total")
+            if not self._probe():
+                log.warning("store unreachable (%s); spooling until it returns", _short(exc))
+                self._go_down()
+                self._release(items)
+                return
+            if len(items) == 1 or not self._isolate(items):
+                log.warning("store refuses writes (%s); spooling until it accepts them", _short(exc))
+                self._go_down()
+                self._release(items)
+                return
+        counts: dict[int, int] = {}
+        for i in items:
+            counts[i.seg] = counts.get(i.seg, 0) + 1
+        self.spool.done(counts)
+        self._release(items)
+
+    def _isolate(self, items: list[_Item]) -> bool:
+        """Write requests one by one. False if none went in (the store, not the data, is at fault)."""
+        failed: list[tuple[_Item, Exception]] = []
+        for item in items:
+            try:
+                self._insert([item.rows])
+            except Exception as err:
+                failed.append((item, err))
+        if len(failed) == len(items):
+            return False
+        for bad, reason in failed:
+            self._dead_letter(bad.record, reason)
+        return True
+
+    def _dead_letter(self, record: tuple[str, int, bytes] | None, exc: Exception) -> None:
+        self.metrics.inc("ragtrace_deadletter_records_total")
+        if record is None:
+            return
+        tenant, received_ms, body = record
+        if body.startswith(_LZ4_MAGIC):  # queued records are compressed; replayed ones are not
+            body = lz4.frame.decompress(body)
+        folder = self.spool.dir / "deadletter"
+        folder.mkdir(exist_ok=True)
+        name = folder / f"{received_ms}-{abs(hash(body)) & 0xFFFFFFFF:08x}"
+        name.with_suffix(".pb").write_bytes(body)
+        name.with_suffix(".json").write_bytes(orjson.dumps({"tenant": tenant, "received_ms": received_ms,
+                                                            "error": str(exc)[:2000]}))
+        log.error("the store refused a request as data (%s); kept in %s", _short(exc), name)
+
+    def _insert(self, parts: list[Rows]) -> None:
+        if len(parts) == 1:
+            rows = parts[0]
+        else:
+            rows = Rows()
+            for part in parts:
+                rows.extend(part)
+        passages = self._new_passages(rows)
+        for table in TABLE_ORDER:
+            cols = passages if table == "passages" else rows.cols[table]
+            tables = rows.arrow.get(table)
+            if not cols[COLUMNS[table][0]] and not tables:
+                continue
+            t0 = time.perf_counter()
+            if tables:  # from the native walk; rows of Python-walked requests join them: one insert
+                if cols[COLUMNS[table][0]]:
+                    tables = [*tables, arrow_table(cols, TIME_COLUMNS)]
+                n = self.store.insert_arrow(table, tables)
+            else:
+                n = self.store.insert_columns(table, cols, TIME_COLUMNS)
+            self.metrics.inc("ragtrace_store_insert_seconds_sum", time.perf_counter() - t0)
+            self.metrics.inc("ragtrace_store_insert_seconds_count")
+            self.metrics.inc("ragtrace_rows_written_total", n, table=table)
+        self.metrics.inc("ragtrace_batches_total")
+        self._remember_passages(passages)
+
+    @property
+    def written_passages(self) -> Mapping[tuple[str, str], int]:
+        """(tenant, content hash) → length of the passages written recently, negative for a
+        truncated copy. Read by `assemble` in the request threads (lookups only)."""
+        return self._passages
+
+    def _new_passages(self, rows: Rows) -> dict[str, list[Any]]:
+        """Passages not written recently (production repeats the same text millions of times)."""
+        src = rows.cols["passages"]
+        known = self._passages
+        keep = [i for i, (t, h, n) in enumerate(zip(src["tenant"], src["content_hash"], src["content_length"],
+                                                      strict=True))
+                if abs(known.get((t, h), 0)) < n]
+        if len(keep) == len(src["tenant"]):
+            return src
+        return {c: [v[i] for i in keep] for c, v in src.items()}
+
+    def _remember_passages(self, cols: dict[str, list[Any]]) -> None:
+        cache = self._passages
+        for t, h, n, truncated in zip(cols["tenant"], cols["content_hash"], cols["content_length"],
+                                      cols["truncated"], strict=True):
+            cache[(t, h)] = -n if truncated else n
+            cache.move_to_end((t, h))
+        while len(cache) > _PASSAGE_CACHE:
+            cache.popitem(last=False)
+
+    # --- outage and replay -----------------------------------------------------------------
+    def _probe(self) -> bool:
+        try:
+            self.store.command("SELECT 1")
+            return True
+        except Exception:
+            return False
+
+    def _go_down(self) -> None:
+        self._down = True
+        self._passages.clear()  # the store may have lost what we think it has
+        self._spill()
+
+    def _spill(self) -> None:
+        """Everything in memory is also in the spool: drop it and widen the replay horizon."""
+        # Every segment before the open one goes to replay; the open one too once it holds records
+        # (it is closed first). Items of later segments stay queued.
+        horizon = self.spool.rotate() if self.spool.written_in_current() else self.spool.current - 1
+        if horizon > 0:
+            self.spool.forget(horizon)
+            self._replay_upto = max(self._replay_upto, horizon)
+        with self._cond:
+            dropped = [i for i in self._queue if i.seg <= self._replay_upto]
+            self._queue = deque(i for i in self._queue if i.seg > self._replay_upto)
+            self._queued_spans = sum(i.rows.spans for i in self._queue)
+            self._held_bytes -= sum(i.rows.nbytes for i in dropped)
+            self._cond.notify_all()
+
+    def _recover(self) -> None:
+        self._spill()
+        self._down = False
+        log.info("store reachable again; replaying the spool")
+
+    def _replay_one(self) -> None:
+        segs = [s for s in self.spool.segments() if s <= self._replay_upto]
+        if not segs:
+            with self._cond:
+                self._replay_upto = 0
+                self._cond.notify_all()
+            return
+        seg = segs[0]
+        batch: list[tuple[Rows, tuple[str, int, bytes]]] = []
+        spans = 0
+        n = 0
+        for rec in self.spool.read(seg):
+            try:
+                rows = assemble_protobuf(rec.body, rec.tenant, rec.received_ms)
+            except Exception as exc:  # cannot happen for records we wrote; never block the spool on it
+                self._dead_letter((rec.tenant, rec.received_ms, rec.body), exc)
+                continue
+            batch.append((rows, (rec.tenant, rec.received_ms, rec.body)))
+            spans += rows.spans
+            n += 1
+            if spans >= self.batch_max_spans and not self._replay_batch(batch):
+                return
+            if spans >= self.batch_max_spans:
+                batch, spans = [], 0
+        if batch and not self._replay_batch(batch):
+            return
+        self.spool.delete(seg)
+        self.metrics.inc("ragtrace_spool_replayed_records_total", n)
+
+    def _replay_batch(self, batch: list[tuple[Rows, tuple[str, int, bytes]]]) -> bool:
+        items = [_Item(rows, 0, 0.0, rec) for rows, rec in batch]
+        try:
+            self._insert([i.rows for i in items])
+            return True
+        except Exception as exc:
+            self.metrics.inc("ragtrace_batch_failures_total")
+            if self._probe() and len(items) > 1 and self._isolate(items):
+                return True
+            log.warning("replay interrupted (%s); will retry", _short(exc))
+            self._down = True
+            return False
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:300] if text else ''}"

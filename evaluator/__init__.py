@@ -1,1 +1,0 @@
-"""ragtrace evaluator: sampling, labelling, metrics, statistics and reports."""

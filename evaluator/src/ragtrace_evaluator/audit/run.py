@@ -1,0 +1,323 @@
+"""`run_audit`: label sampled traces with their failing boundary and write the labels back.
+
+One audit: resolve the labellers and the manifest -> list candidate traces (filters) -> sample
+deterministically (and shard) -> skip traces already labelled under this manifest (resumable) ->
+for the rest, in batches: assemble the trace, decide gold (span > qrels > relevance labeller),
+judge the answer against the supplied context, label every boundary (`failure_modes`) -> write
+``labels`` rows (+ JSON Lines) -> summarise every sampled trace, resumed ones included.
+
+Collaborators are parameters: pass ``grounding=`` / ``relevance=`` labeller objects to inject
+them, otherwise ``labeller=`` / ``relevance_labeller=`` names go through the factories.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from ragtrace_evaluator.audit.failure_modes import Evidence, GoldSource, label_trace
+from ragtrace_evaluator.audit.sampling import Candidate, SamplePlan, parse_shard, select, stratify_arg
+from ragtrace_evaluator.audit.summary import summarise
+from ragtrace_evaluator.labellers.protocol import GroundingLabeller, GroundingResult, Passage, RelevanceLabeller
+from ragtrace_evaluator.labellers.registry import make_grounding_labeller, make_relevance_labeller
+from ragtrace_evaluator.manifest import build_manifest, store_manifest
+from ragtrace_store import parse_time_bound
+
+STAGES = ("retrieval", "all")
+LABEL_COLUMNS = (
+    "tenant", "manifest_id", "trace_id", "query_id", "service", "release", "failure_mode", "gold_in_pool",
+    "gold_in_context", "ranking_ok", "generation", "passed", "score", "confidence", "detail", "trace_time",
+    "labelled_at",
+)
+# Where the labeller factories live (the grounding helper's modules), tried in order.
+
+class AuditError(ValueError):
+    """An audit cannot run as asked; the message says what to change."""
+
+
+# --- option parsing (shared with the CLI and POST /api/audit) -----------------------------------------
+def parse_time(value: datetime | str | None, name: str) -> datetime | None:
+    """``--since``/``--until`` as a naive UTC time: a datetime, an ISO time or an age (``-1h``, ``7d``)."""
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo is not None else value
+    try:
+        parsed = parse_time_bound(value, name)
+    except ValueError as exc:
+        raise AuditError(str(exc)) from None
+    return None if parsed is None else parsed.replace(tzinfo=None)
+
+
+def _factory(make: Callable[[str], Any], name: str) -> Any:
+    """Build a labeller by name. ``py:MODULE:FUNCTION`` calls any importable factory (plug-ins);
+    other names go to the registry (`ragtrace_evaluator.labellers.registry`)."""
+    if name.startswith("py:"):
+        module_name, _, func = name[3:].partition(":")
+        if not module_name or not func:
+            raise AuditError(f"labeller {name!r}: use py:MODULE:FUNCTION, e.g. py:mypkg.labellers:make")
+        try:
+            factory = getattr(importlib.import_module(module_name), func)
+        except (ImportError, AttributeError) as exc:
+            raise AuditError(f"labeller {name!r}: cannot load {module_name}:{func} ({exc})") from exc
+        return factory("")
+    try:
+        return make(name)
+    except ValueError as exc:  # an unknown name: the registry's message lists the known ones
+        raise AuditError(f"--labeller/--relevance-labeller {name!r}: {exc}") from exc
+
+
+def resolve_labellers(*, stages: str, labeller: str, relevance_labeller: str | None,
+                      grounding: GroundingLabeller | None, relevance: RelevanceLabeller | None,
+                      ) -> tuple[GroundingLabeller | None, RelevanceLabeller | None]:
+    if stages not in STAGES:
+        raise AuditError(f"--stages {stages!r}: use 'retrieval' or 'all'")
+    if stages == "all" and grounding is None:
+        grounding = _factory(make_grounding_labeller, labeller)
+    if stages == "retrieval":
+        grounding = None
+    if relevance is None and relevance_labeller is not None and relevance_labeller != "none":
+        relevance = _factory(make_relevance_labeller, relevance_labeller)
+    return grounding, relevance
+
+
+# --- store access ------------------------------------------------------------------------------------
+def candidates(store: Any, *, tenant: str, service: str | None, release: str | None,
+               since: datetime | None, until: datetime | None) -> list[Candidate]:
+    """Every trace matching the filters (ids and strata only: sampling runs before any heavy read)."""
+    where = ["tenant = {tenant:String}"]
+    params: dict[str, Any] = {"tenant": tenant}
+    for col, val in (("service", service), ("release", release)):
+        if val is not None:
+            where.append(f"{col} = {{{col}:String}}")
+            params[col] = val
+    if since is not None:
+        where.append("start_time >= {since:DateTime64(3, 'UTC')}")
+        params["since"] = since
+    if until is not None:
+        where.append("start_time < {until:DateTime64(3, 'UTC')}")
+        params["until"] = until
+    rows = store.query_rows(
+        f"SELECT trace_id, release, route FROM {store.table('queries')} FINAL WHERE {' AND '.join(where)}", params)
+    return [Candidate(r[0], r[1] or "", r[2] or "") for r in rows]
+
+
+def labelled_records(store: Any, tenant: str, manifest_id: str, trace_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Per-trace records already stored under this manifest (for resumption and the summary)."""
+    out: dict[str, dict[str, Any]] = {}
+    for i in range(0, len(trace_ids), 5000):
+        rows = store.query_rows(
+            f"SELECT trace_id, detail FROM {store.table('labels')} FINAL WHERE tenant = {{tenant:String}} "
+            "AND manifest_id = {mid:String} AND trace_id IN {ids:Array(String)}",
+            {"tenant": tenant, "mid": manifest_id, "ids": list(trace_ids[i : i + 5000])},
+        )
+        out.update({r[0]: json.loads(r[1]) for r in rows})
+    return out
+
+
+def gold_sources(store: Any, tenant: str, records: Sequence[Any]) -> dict[str, GoldSource]:
+    """'span' when a trace's gold is keyed by its trace id, 'qrels' when by its query id.
+
+    Mirrors `Store.read_traces`, which prefers trace-keyed gold over query-keyed gold.
+    """
+    ids = [r.trace_id for r in records if r.gold_ids]
+    if not ids:
+        return {}
+    rows = store.query_rows(
+        f"SELECT DISTINCT trace_id FROM {store.table('gold')} FINAL WHERE tenant = {{tenant:String}} "
+        "AND relevance > 0 AND trace_id IN {ids:Array(String)}",
+        {"tenant": tenant, "ids": ids},
+    )
+    by_trace = {r[0] for r in rows}
+    return {t: ("span" if t in by_trace else "qrels") for t in ids}
+
+
+def label_row(rec: dict[str, Any], *, tenant: str, trace_time: datetime) -> tuple[Any, ...]:
+    gen = rec.get("generation")
+    return (
+        tenant, rec["manifest_id"], rec["trace_id"], rec["query_id"], rec["service"], rec["release"],
+        rec["failure_mode"], rec["gold_in_pool"], rec["gold_in_context"], rec["ranking"]["ok"],
+        gen["verdict"] if gen else "", bool(rec["pass"]), rec["score"], rec["confidence"],
+        json.dumps(rec, ensure_ascii=False), trace_time, datetime.now(UTC),
+    )
+
+
+# --- labelling ---------------------------------------------------------------------------------------
+def _passages(docs: Sequence[Any]) -> list[Passage]:
+    return [Passage(d.id, d.content or "") for d in docs]
+
+
+def _unique(ids: Sequence[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(ids))
+
+
+def evidence_for(rec: Any, source: GoldSource | None, relevance: RelevanceLabeller | None) -> Evidence:
+    """Pool, final order, context and gold of one assembled trace; gold from the labeller if none stored."""
+    pool_docs = {d.id: d for d in (*rec.retrieved, *rec.reranked, *rec.context)}
+    ranked = rec.reranked or rec.retrieved or rec.context
+    pool = _unique([d.id for d in (*rec.retrieved, *rec.reranked, *rec.context)])
+    ctx = tuple(d.id for d in rec.context)
+    ranked_ids = _unique([d.id for d in ranked])
+    if rec.gold_ids:
+        return Evidence(pool, ranked_ids, ctx, frozenset(rec.gold_ids), source or "span")
+    if relevance is None:
+        return Evidence(pool, ranked_ids, ctx, None, "none")
+    with_text = [d for d in pool_docs.values() if d.content]
+    if not with_text or not rec.query:
+        # Hash-only content cannot be judged: relevance stays unknown rather than guessed.
+        return Evidence(pool, ranked_ids, ctx, None, "none")
+    try:
+        scores = relevance.relevance(rec.query, _passages(with_text), reference=None)
+    except ValueError:
+        # Reference-based labellers (eRAG, NLI) need an answer to score documents against; with no
+        # reference answer stored, the production answer stands in (the issue's eRAG definition).
+        if not rec.answer:
+            return Evidence(pool, ranked_ids, ctx, None, "none")
+        scores = relevance.relevance(rec.query, _passages(with_text), reference=rec.answer)
+    t = relevance.threshold
+    gold = frozenset(d.id for d, s in zip(with_text, scores, strict=True) if s >= t)
+    # Confidence: how far the scores sit from the threshold, scaled to [0.5, 1].
+    span = max(t, 1.0 - t) or 1.0
+    margin = sum(min(abs(s - t) / span, 1.0) for s in scores) / len(scores)
+    return Evidence(pool, ranked_ids, ctx, gold, "labeller", 0.5 + 0.5 * margin)
+
+
+def label_batch(records: Sequence[Any], *, grounding: GroundingLabeller | None,
+                relevance: RelevanceLabeller | None, sources: dict[str, GoldSource],
+                manifest_id: str) -> list[dict[str, Any]]:
+    """Per-trace label records of one batch (grounding is batched across traces)."""
+    evidence = [evidence_for(r, sources.get(r.trace_id), relevance) for r in records]
+    judged: list[GroundingResult | None] = [None] * len(records)
+    if grounding is not None:
+        todo = [i for i, r in enumerate(records) if r.answer is not None]
+        results = grounding.judge_many([(records[i].answer, _passages(records[i].context)) for i in todo])
+        for i, res in zip(todo, results, strict=True):
+            judged[i] = res
+    out = []
+    for rec, ev, gen in zip(records, evidence, judged, strict=True):
+        lab = label_trace(ev, gen, answer=rec.answer, reference=rec.reference)
+        out.append(lab.record(trace_id=rec.trace_id, query_id=rec.query_id, release=rec.release,
+                              service=rec.service, manifest_id=manifest_id))
+    return out
+
+
+def _progress(total: int, enabled: bool) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, disable=not enabled, unit="trace", desc="ragtrace audit", leave=False)
+
+
+def _batches(ids: Sequence[str], size: int) -> Iterator[list[str]]:
+    for i in range(0, len(ids), size):
+        yield list(ids[i : i + size])
+
+
+def run_audit(
+    store: Any,
+    *,
+    tenant: str = "default",
+    service: str | None = None,
+    release: str | None = None,
+    since: datetime | str | None = None,
+    until: datetime | str | None = None,
+    sample: int | None = None,
+    rate: float | None = None,
+    stratify: str | Sequence[str] | None = None,
+    stages: str = "all",
+    labeller: str = "offline",
+    relevance_labeller: str | None = "offline",
+    shard: str | tuple[int, int] | None = None,
+    per_trace: str | Path | IO[str] | None = None,
+    progress: bool = False,
+    resume: bool = True,
+    batch_size: int = 32,
+    grounding: GroundingLabeller | None = None,
+    relevance: RelevanceLabeller | None = None,
+    return_records: bool = False,
+) -> dict[str, Any]:
+    """Audit the sampled traces; returns the JSON summary report (see `audit_summary.summarise`).
+
+    ``per_trace`` (a path or an open text file) receives one JSON line per sampled trace, resumed
+    ones included. ``resume=False`` relabels traces already labelled under the same manifest.
+    ``return_records=True`` adds them to the report under ``records`` (for `ragtrace audit --server`).
+    """
+    started = time.perf_counter()
+    since_dt, until_dt = parse_time(since, "since"), parse_time(until, "until")
+    strata = stratify_arg(stratify) if isinstance(stratify, str | None) else tuple(stratify)
+    try:
+        shard_t = parse_shard(shard) if isinstance(shard, str) else (tuple(shard) if shard else None)
+        plan = SamplePlan(sample=sample, rate=rate, stratify=strata, shard=shard_t)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise AuditError(str(exc)) from None
+    if batch_size < 1:
+        raise AuditError(f"batch_size {batch_size}: must be >= 1")
+    grounding, relevance = resolve_labellers(stages=stages, labeller=labeller,
+                                             relevance_labeller=relevance_labeller,
+                                             grounding=grounding, relevance=relevance)
+    manifest = build_manifest(
+        grounding=grounding.manifest() if grounding is not None else None,
+        relevance=relevance.manifest() | {"threshold": relevance.threshold} if relevance is not None else None,
+        stages=stages,
+        gold_policy=("span>qrels>labeller(reference=production answer if required)" if relevance is not None
+                     else "span>qrels"),
+    )
+    mid = store_manifest(store, manifest)
+
+    pool = candidates(store, tenant=tenant, service=service, release=release, since=since_dt, until=until_dt)
+    chosen = select(pool, plan)
+    done = labelled_records(store, tenant, mid, chosen) if resume else {}
+    todo = [t for t in chosen if t not in done]
+    new: dict[str, dict[str, Any]] = {}
+    label_seconds = 0.0
+    with ExitStack() as stack:
+        bar = stack.enter_context(_progress(len(chosen), progress))
+        bar.update(len(done))
+        for ids in _batches(todo, batch_size):
+            t0 = time.perf_counter()
+            records = list(store.read_traces(tenant=tenant, trace_ids=ids, with_content=True))
+            sources = gold_sources(store, tenant, records)
+            out = label_batch(records, grounding=grounding, relevance=relevance, sources=sources,
+                              manifest_id=mid)
+            times = {r.trace_id: r.start_time for r in records}
+            store.insert("labels", [label_row(o, tenant=tenant, trace_time=times[o["trace_id"]]) for o in out],
+                         LABEL_COLUMNS)
+            new.update({o["trace_id"]: o for o in out})
+            label_seconds += time.perf_counter() - t0
+            bar.update(len(ids))
+    all_records = [new.get(t) or done[t] for t in chosen if t in new or t in done]
+    if per_trace is not None:
+        _write_jsonl(per_trace, all_records)
+    report = summarise(all_records, manifest=manifest, manifest_id=mid)
+    report["sampling"] = {
+        "n_candidates": len(pool), "n_sampled": len(chosen), "n_labelled_now": len(new), "n_resumed": len(done),
+        "n_missing": len(chosen) - len(all_records), "sample": sample, "rate": rate, "stratify": list(strata),
+        "shard": f"{shard_t[0]}/{shard_t[1]}" if shard_t else None,
+    }
+    report["filters"] = {"tenant": tenant, "service": service, "release": release,
+                         "since": since_dt.isoformat() if since_dt else None,
+                         "until": until_dt.isoformat() if until_dt else None, "stages": stages}
+    if return_records:
+        report["records"] = all_records
+    elapsed = time.perf_counter() - started
+    report["timing"] = {"seconds": round(elapsed, 3), "label_seconds": round(label_seconds, 3),
+                        "traces_per_second": round(len(new) / label_seconds, 2) if new and label_seconds else None}
+    return report
+
+
+def _write_jsonl(target: str | Path | IO[str], records: Sequence[dict[str, Any]]) -> None:
+    if isinstance(target, str | Path):
+        path = Path(target)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", encoding="utf-8") as fh:
+            _write_lines(fh, records)
+    else:
+        _write_lines(target, records)
+
+
+def _write_lines(fh: IO[str], records: Sequence[dict[str, Any]]) -> None:
+    for rec in records:
+        fh.write(json.dumps(rec, ensure_ascii=False) + "\n")

@@ -1,0 +1,1 @@
+"""Release comparison: paired statistics, decomposition, movers, gates and the HTML report."""

@@ -1,0 +1,257 @@
+"""The per-query labels that `ragtrace compare` reads: from JSON Lines files or from the store.
+
+Both sources carry the per-trace record of the shared contract (what `ragtrace audit --per-trace`
+writes and what the `labels.detail` column holds). Only ``query_id``, ``gold_in_context`` and
+``pass`` are required, so results of other harnesses can be compared too; every other field is
+optional and the comparison leaves out what no record has.
+
+A release's labels must come from one labeller manifest: labels from different manifests measure
+different things, so mixing them is refused (`MixedManifestError`) unless the caller forces it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "CompareError",
+    "LabelSet",
+    "MixedManifestError",
+    "TraceLabel",
+    "check_manifests",
+    "label_set",
+    "load_jsonl",
+    "load_release",
+    "parse_record",
+]
+
+
+class CompareError(Exception):
+    """Base of every `ragtrace compare` error; the message says what to fix."""
+
+
+class MixedManifestError(CompareError):
+    """Labels of more than one labeller manifest would be compared."""
+
+
+@dataclass(frozen=True)
+class TraceLabel:
+    """One labelled query of one release. ``None`` means unknown (never False or 0)."""
+
+    query_id: str
+    passed: bool
+    gold_in_context: bool | None
+    trace_id: str = ""
+    release: str = ""
+    service: str = ""
+    manifest_id: str = ""
+    gold_in_pool: bool | None = None
+    ranking_ok: bool | None = None
+    #: generation verdict: entailed | neutral | contradicted | abstained (None when not labelled)
+    verdict: str | None = None
+    refusal_justified: bool | None = None
+    #: end-to-end quality in [0, 1], None when the source has no score
+    score: float | None = None
+    #: the stage metrics of the record's ``metrics`` dict (booleans as 0/1; None = undefined)
+    metrics: Mapping[str, float | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LabelSet:
+    """The labels of one side of a comparison, one per query id (duplicates collapsed, counted)."""
+
+    name: str
+    source: str  # "file" | "store"
+    labels: tuple[TraceLabel, ...]
+    manifest_ids: tuple[str, ...] = ()
+    #: records dropped because a later record had the same query id (the later one is kept)
+    n_duplicates: int = 0
+    #: records that had no query id and so cannot be paired
+    no_query_id: tuple[str, ...] = ()
+
+
+_VERDICTS = {"entailed", "neutral", "contradicted", "abstained"}
+
+
+def _bool(value: Any, field_name: str, where: str, *, nullable: bool) -> bool | None:
+    if value is None:
+        if nullable:
+            return None
+        raise CompareError(f"{where}: {field_name!r} is required and must be true or false, not null")
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    raise CompareError(f"{where}: {field_name!r} must be true/false{' or null' if nullable else ''}, "
+                       f"got {value!r}")
+
+
+def _float(value: Any, field_name: str, where: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    if isinstance(value, int | float) and math.isfinite(value):
+        return float(value)
+    raise CompareError(f"{where}: {field_name!r} must be a finite number, true/false or null, got {value!r}")
+
+
+def _section(rec: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    value = rec.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise CompareError(f"{where}: {key!r} must be an object, got {type(value).__name__}")
+    return value
+
+
+def parse_record(rec: Mapping[str, Any], where: str = "record") -> TraceLabel:
+    """Validate one per-trace record; ``where`` (e.g. ``file.jsonl:12``) prefixes every error."""
+    if not isinstance(rec, Mapping):
+        raise CompareError(f"{where}: expected a JSON object, got {type(rec).__name__}")
+    qid = rec.get("query_id")
+    if qid is not None and not isinstance(qid, str | int):
+        raise CompareError(f"{where}: 'query_id' must be a string, got {qid!r}")
+    if "pass" not in rec:
+        raise CompareError(f"{where}: missing 'pass' (true/false end-to-end verdict); every record needs "
+                           "query_id, gold_in_context and pass")
+    retrieval = _section(rec, "retrieval", where)
+    ranking = _section(rec, "ranking", where)
+    generation = _section(rec, "generation", where)
+    if "gold_in_context" in rec:
+        gic_raw = rec["gold_in_context"]
+    elif "gold_in_context" in retrieval:
+        gic_raw = retrieval["gold_in_context"]
+    else:
+        raise CompareError(f"{where}: missing 'gold_in_context' (true, false, or null when relevance is "
+                           "unknown)")
+    pool_raw = rec.get("gold_in_pool", retrieval.get("gold_in_pool"))
+    verdict = generation.get("verdict")
+    if verdict is not None and verdict not in _VERDICTS:
+        raise CompareError(f"{where}: generation.verdict must be one of {sorted(_VERDICTS)}, got {verdict!r}")
+    score = _float(rec.get("score"), "score", where)
+    if score is not None and not 0.0 <= score <= 1.0:
+        raise CompareError(f"{where}: 'score' is end-to-end quality in [0, 1], got {score}")
+    metrics_raw = rec.get("metrics") or {}
+    if not isinstance(metrics_raw, Mapping):
+        raise CompareError(f"{where}: 'metrics' must be an object of metric name → number/null")
+    metrics = {str(k): _float(v, f"metrics.{k}", where) for k, v in metrics_raw.items()}
+    return TraceLabel(
+        query_id="" if qid is None else str(qid),
+        passed=bool(_bool(rec["pass"], "pass", where, nullable=False)),
+        gold_in_context=_bool(gic_raw, "gold_in_context", where, nullable=True),
+        trace_id=str(rec.get("trace_id") or ""),
+        release=str(rec.get("release") or ""),
+        service=str(rec.get("service") or ""),
+        manifest_id=str(rec.get("manifest_id") or ""),
+        gold_in_pool=_bool(pool_raw, "gold_in_pool", where, nullable=True),
+        ranking_ok=_bool(ranking.get("ok"), "ranking.ok", where, nullable=True),
+        verdict=verdict,
+        refusal_justified=_bool(generation.get("refusal_justified"), "generation.refusal_justified", where,
+                                nullable=True),
+        score=score,
+        metrics=metrics,
+    )
+
+
+def label_set(name: str, source: str, labels: Iterable[TraceLabel]) -> LabelSet:
+    """Collapse to one label per query id (the last one wins) and set aside records without an id."""
+    by_query: dict[str, TraceLabel] = {}
+    no_id: list[str] = []
+    dups = 0
+    manifests: set[str] = set()
+    for lab in labels:
+        if lab.manifest_id:
+            manifests.add(lab.manifest_id)
+        if not lab.query_id:
+            no_id.append(lab.trace_id)
+            continue
+        if lab.query_id in by_query:
+            dups += 1
+            del by_query[lab.query_id]  # keep insertion order = order of the kept record
+        by_query[lab.query_id] = lab
+    return LabelSet(name=name, source=source, labels=tuple(by_query.values()),
+                    manifest_ids=tuple(sorted(manifests)), n_duplicates=dups, no_query_id=tuple(no_id))
+
+
+def load_jsonl(path: str | Path, name: str | None = None) -> LabelSet:
+    """Per-trace records from a JSON Lines file (blank lines allowed)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CompareError(f"cannot read {p}: {exc.strerror or exc}") from exc
+    labels = []
+    for i, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CompareError(f"{p}:{i}: not valid JSON ({exc.msg}); expected one record per line") from exc
+        labels.append(parse_record(rec, f"{p}:{i}"))
+    if name is None:
+        # Name the side by its release when the file holds one, so reports read "v1 (labels-v1.jsonl)".
+        releases = {lab.release for lab in labels if lab.release}
+        name = f"{releases.pop()} ({p.name})" if len(releases) == 1 else str(p)
+    return label_set(name, "file", labels)
+
+
+def check_manifests(baseline: LabelSet, candidate: LabelSet, *, force: bool = False) -> list[str]:
+    """Refuse labels of different manifests unless ``force``; returns the warnings when forced."""
+    ids = sorted(set(baseline.manifest_ids) | set(candidate.manifest_ids))
+    if len(ids) <= 1:
+        return []
+    detail = (f"baseline {baseline.name!r} has {list(baseline.manifest_ids) or 'no manifest'}, "
+              f"candidate {candidate.name!r} has {list(candidate.manifest_ids) or 'no manifest'}")
+    if not force:
+        raise MixedManifestError(
+            f"labels from {len(ids)} labeller manifests ({detail}). Labels of different labellers, "
+            "thresholds or code measure different things: relabel both releases with one manifest "
+            "(`ragtrace audit`), choose one with --manifest ID, or pass --force to compare anyway.")
+    return [f"comparing labels of different manifests because --force was given: {detail}"]
+
+
+def load_release(store: Any, release: str, *, tenant: str = "default", service: str | None = None,
+                 manifest_id: str | None = None) -> list[LabelSet]:
+    """The labels of one release in the store, one `LabelSet` per manifest found (newest first).
+
+    Reads the ``labels`` table; its ``detail`` column is the per-trace record. The caller chooses
+    the manifest (see `ragtrace_cli.commands.compare`); an empty list means nothing is labelled.
+    """
+    where = ["tenant = {tenant:String}", "release = {release:String}"]
+    params: dict[str, Any] = {"tenant": tenant, "release": release}
+    if service is not None:
+        where.append("service = {service:String}")
+        params["service"] = service
+    if manifest_id is not None:
+        where.append("manifest_id = {manifest:String}")
+        params["manifest"] = manifest_id
+    rows = store.query_rows(
+        "SELECT manifest_id, trace_id, query_id, service, passed, score, gold_in_context, detail, "
+        f"max(labelled_at) OVER (PARTITION BY manifest_id) AS newest FROM {store.table('labels')} FINAL "
+        f"WHERE {' AND '.join(where)} ORDER BY newest DESC, manifest_id, trace_time, trace_id",
+        params,
+    )
+    grouped: dict[str, list[TraceLabel]] = {}
+    for manifest, trace_id, query_id, svc, passed, score, gic, detail, _newest in rows:
+        where_ = f"labels row trace_id={trace_id} manifest_id={manifest}"
+        try:
+            rec = json.loads(detail) if detail else {}
+        except json.JSONDecodeError as exc:
+            raise CompareError(f"{where_}: the detail column is not JSON ({exc.msg}); re-run the audit") from exc
+        if not isinstance(rec, dict):
+            rec = {}
+        # The columns are authoritative for the keys they carry; detail fills in the stage fields.
+        rec.update({"trace_id": trace_id, "query_id": query_id, "service": svc, "release": release,
+                    "manifest_id": manifest, "pass": bool(passed)})
+        rec["score"] = None if score is None else float(score)
+        if "gold_in_context" not in rec:
+            rec["gold_in_context"] = gic
+        grouped.setdefault(manifest, []).append(parse_record(rec, where_))
+    return [label_set(release, "store", labs) for labs in grouped.values()]

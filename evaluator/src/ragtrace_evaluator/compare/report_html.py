@@ -1,0 +1,203 @@
+"""The self-contained HTML report of `ragtrace compare`.
+
+One file, viewable offline: no script, no stylesheet or font from the network. The plots are drawn
+by matplotlib and embedded as base64 SVG images (``<img src="data:image/svg+xml;base64,…">``); an
+SVG inside an image cannot run script, so even a hostile release name in a legend is inert. Every
+other string — query ids, trace ids, release names, warnings — is untrusted and goes through
+Jinja2's autoescape.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+if TYPE_CHECKING:
+    from ragtrace_evaluator.compare.comparison import Comparison
+
+__all__ = ["render_report", "write_report"]
+
+_BASE = "#4c72b0"
+_CAND = "#dd8452"
+
+
+def _svg(fig: Any) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return "data:image/svg+xml;base64," + base64.b64encode(buf.getvalue().encode("utf-8")).decode("ascii")
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, int | float) and math.isfinite(x)
+
+
+def _plot_deltas(report: dict[str, Any]) -> str:
+    import matplotlib.pyplot as plt
+
+    rows = [m for m in report["metrics"] if _finite(m["delta"])]
+    rows += [{"metric": f"decomposition.{k}", "delta": report["decomposition"]["delta"][k],
+              "ci": report["decomposition"]["ci"][k], "direction": None}
+             for k in ("term_gold", "term_without_gold") if _finite(report["decomposition"]["delta"][k])]
+    fig, ax = plt.subplots(figsize=(8, 0.38 * len(rows) + 1.2))
+    for i, m in enumerate(reversed(rows)):
+        lo, hi = m["ci"]["bca"] if m["ci"]["bca"][0] is not None else m["ci"]["percentile"]
+        bad = m["direction"] is not None and lo is not None and hi is not None and (
+            (m["direction"] == "higher" and hi < 0) or (m["direction"] == "lower" and lo > 0))
+        color = "#c44e52" if bad else "#333333"
+        if lo is not None and hi is not None:
+            ax.plot([lo, hi], [i, i], color=color, lw=2)
+        ax.plot([m["delta"]], [i], "o", color=color)
+    ax.axvline(0, color="#999999", lw=1, ls="--")
+    ax.set_yticks(range(len(rows)), [m["metric"] for m in reversed(rows)])
+    ax.set_xlabel("candidate − baseline (95% paired bootstrap CI; red = significantly worse)")
+    ax.set_title("Deltas with confidence intervals")
+    return _svg(fig)
+
+
+def _plot_decomposition(report: dict[str, Any], names: tuple[str, str]) -> str:
+    import matplotlib.pyplot as plt
+
+    d = report["decomposition"]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
+    sides = ("baseline", "candidate")
+    tg = [d[s]["term_gold"] or 0.0 for s in sides]
+    tn = [d[s]["term_without_gold"] or 0.0 for s in sides]
+    ax1.bar([0, 1], tg, color="#55a868", label="recall · P(pass | gold in C)")
+    ax1.bar([0, 1], tn, bottom=tg, color="#c44e52", label="(1 − recall) · P(pass | no gold in C)")
+    for i in range(2):
+        ax1.text(i, tg[i] + tn[i] + 0.03, f"e2e {tg[i] + tn[i]:.3f}", ha="center")
+        ax1.text(i, tg[i] / 2, f"{tg[i]:.3f}", ha="center", color="white")
+        ax1.text(i, tg[i] + tn[i] / 2, f"{tn[i]:.3f}", ha="center", color="white")
+    ax1.set_xticks([0, 1], [f"baseline\n{names[0][:30]}", f"candidate\n{names[1][:30]}"])
+    ax1.set_ylim(0, 1.1)
+    ax1.set_title("e2e pass = the two terms")
+    ax1.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), fontsize=8)
+    keys = [("recall", "recall"), ("p_pass_given_gold", "P(pass |\ngold in C)"),
+            ("p_pass_without_gold", "P(pass |\nno gold)"), ("e2e", "e2e")]
+    xs = range(len(keys))
+    ax2.bar([x - 0.2 for x in xs], [d["baseline"][k] or 0.0 for k, _ in keys], 0.4, color=_BASE,
+            label="baseline")
+    ax2.bar([x + 0.2 for x in xs], [d["candidate"][k] or 0.0 for k, _ in keys], 0.4, color=_CAND,
+            label="candidate")
+    for j, (k, _) in enumerate(keys):  # an undefined factor has no bar: say so rather than look like 0
+        for off, side in ((-0.2, "baseline"), (0.2, "candidate")):
+            if d[side][k] is None:
+                ax2.text(j + off, 0.02, "undefined", rotation=90, ha="center", va="bottom", fontsize=8)
+    ax2.set_xticks(list(xs), [label for _, label in keys])
+    ax2.set_ylim(0, 1.05)
+    ax2.set_title("Factors")
+    ax2.legend(fontsize=8)
+    return _svg(fig)
+
+
+def _plot_cells(report: dict[str, Any]) -> str:
+    import matplotlib.pyplot as plt
+
+    cells = report["contingency"]
+    fig, ax = plt.subplots(figsize=(8, 0.42 * len(cells) + 1.2))
+    ys = list(range(len(cells)))[::-1]
+    ax.barh([y + 0.2 for y in ys], [c["baseline"] or 0.0 for c in cells], 0.4, color=_BASE, label="baseline")
+    ax.barh([y - 0.2 for y in ys], [c["candidate"] or 0.0 for c in cells], 0.4, color=_CAND, label="candidate")
+    ax.set_yticks(ys, [c["cell"] for c in cells], fontsize=8)
+    ax.set_xlabel("share of paired queries")
+    ax.set_title("Contingency cells, side by side")
+    ax.legend(fontsize=8)
+    return _svg(fig)
+
+
+def _plot_scores(c: Comparison) -> str:
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(8, 3.4))
+    bins = [float(x) for x in np.linspace(0.0, 1.0, 26)]
+    for side, color in (("baseline", _BASE), ("candidate", _CAND)):
+        vals = c.scores(side)
+        vals = vals[np.isfinite(vals)]
+        ax.hist(vals, bins=bins, histtype="step", lw=2, color=color, label=f"{side} (n = {len(vals)})")
+    ax.axvline(c.threshold, color="#c44e52", ls="--", lw=1.5, label=f"threshold {c.threshold:g}")
+    has_score = any(lab.score is not None for lab in (*c.pairing.baseline, *c.pairing.candidate))
+    ax.set_xlabel("end-to-end score (queries with a score)" if has_score else "pass (1) / fail (0): no scores")
+    ax.set_ylabel("queries")
+    ax.set_title("Score distributions")
+    ax.legend(fontsize=8)
+    return _svg(fig)
+
+
+def _template_text() -> str:
+    from importlib import resources
+
+    return resources.files("ragtrace_evaluator.compare").joinpath("templates/compare_report.html").read_text("utf-8")
+
+
+
+def render_report(c: Comparison, *, trace_url: str | None = None) -> str:
+    """The HTML text. ``trace_url`` (e.g. ``http://host:4318/traces/{trace_id}``) turns trace ids into links."""
+    import jinja2
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from markupsafe import Markup, escape
+
+    report = c.to_json()
+    plots = {
+        "deltas": _plot_deltas(report),
+        "decomposition": _plot_decomposition(report, (c.baseline.name, c.candidate.name)),
+        "cells": _plot_cells(report),
+        "scores": _plot_scores(c),
+    }
+
+    def fmt(x: Any) -> str:
+        return f"{x:.4f}" if _finite(x) else "undefined"
+
+    def fmt_d(x: Any) -> str:
+        return f"{x:+.4f}" if _finite(x) else "undefined"
+
+    def fmt_ci(ci: list[Any]) -> str:
+        return f"[{ci[0]:+.4f}, {ci[1]:+.4f}]" if _finite(ci[0]) and _finite(ci[1]) else "undefined"
+
+    def pct(x: Any) -> str:
+        return f"{100 * x:.2f}%" if _finite(x) else "undefined"
+
+    def cls(m: dict[str, Any]) -> str:
+        lo, hi = m["ci"]["bca"]
+        if not (_finite(lo) and _finite(hi)) or m["direction"] is None:
+            return "undef" if not _finite(m["delta"]) else ""
+        bad = hi < 0 if m["direction"] == "higher" else lo > 0
+        good = lo > 0 if m["direction"] == "higher" else hi < 0
+        return "bad" if bad else ("good" if good else "")
+
+    def link(trace_id: str) -> Markup:
+        if not trace_id:
+            return Markup("–")
+        if trace_url:
+            href = trace_url.replace("{trace_id}", quote(trace_id, safe=""))
+            return Markup('<a href="{}">{}</a>').format(href, trace_id)
+        return escape(trace_id)
+
+    def rows(mv: Any) -> list[tuple[str, str, str]]:
+        return list(zip(mv.query_ids, mv.baseline_trace_ids, mv.candidate_trace_ids, strict=True))
+
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+    template = env.from_string(_template_text())
+    decomp_labels = [("recall", "recall (gold in context)"), ("p_pass_given_gold", "P(pass | gold in C)"),
+                     ("p_pass_without_gold", "P(pass | no gold in C)"),
+                     ("term_gold", "recall · P(pass | gold in C)"),
+                     ("term_without_gold", "(1 − recall) · P(pass | no gold in C)"), ("e2e", "e2e pass")]
+    return template.render(r=report, plots=plots, movers=c.movers, decomp_labels=decomp_labels, fmt=fmt,
+                           fmt_d=fmt_d, fmt_ci=fmt_ci, pct=pct, cls=cls, link=link, rows=rows)
+
+
+def write_report(c: Comparison, path: str | Path, *, trace_url: str | None = None) -> Path:
+    """Write the report to ``path`` (parents created) and return it."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render_report(c, trace_url=trace_url), encoding="utf-8")
+    return out

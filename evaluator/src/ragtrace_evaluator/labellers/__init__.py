@@ -1,0 +1,1 @@
+"""Labellers: the protocols, the registry that finds them by name, and the implementations."""

@@ -1,0 +1,81 @@
+"""The labeller manifest: everything that decides a label, hashed into a stable ``manifest_id``.
+
+A manifest names the grounding and relevance labellers (their own ``manifest()``: kind, model id,
+revision or file hash, thresholds), the audit options that change labels (stages, gold policy),
+the formula version of the failure-mode rules, and the code version (package version plus the
+git commit when the package runs from a checkout). Labels are stored keyed by ``manifest_id`` and
+are never compared across manifests silently; a rerun under the same manifest resumes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from datetime import UTC, datetime
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from ragtrace_evaluator.audit.failure_modes import FORMULA_VERSION
+
+MANIFEST_VERSION = 1
+
+
+@lru_cache(maxsize=1)
+def code_version() -> dict[str, str | None]:
+    """``{"package": "0.1.0", "git_commit": "<sha>" | None}``; computed once per process so one
+    audit never straddles two commits."""
+    try:
+        version = metadata.version("ragtrace")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    commit = None
+    here = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=5, check=False)
+        if out.returncode == 0 and len(out.stdout.strip()) == 40:
+            commit = out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = None  # not a checkout, or git missing: the package version alone identifies the code
+    return {"package": version, "git_commit": commit}
+
+
+def canonical_json(obj: Any) -> str:
+    """Sorted keys, no whitespace: the same manifest always serialises to the same bytes."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def build_manifest(*, grounding: dict[str, Any] | None, relevance: dict[str, Any] | None,
+                   stages: str, gold_policy: str, code: dict[str, str | None] | None = None) -> dict[str, Any]:
+    """The manifest dict. ``grounding``/``relevance`` are the labellers' ``manifest()`` (None = not used)."""
+    return {
+        "manifest_version": MANIFEST_VERSION,
+        "formula_version": FORMULA_VERSION,
+        "stages": stages,
+        "gold_policy": gold_policy,
+        "grounding_labeller": grounding,
+        "relevance_labeller": relevance,
+        "code_version": code if code is not None else code_version(),
+    }
+
+
+def manifest_id(manifest: dict[str, Any]) -> str:
+    """First 16 hex characters of the sha256 of the canonical JSON."""
+    return hashlib.sha256(canonical_json(manifest).encode("utf-8")).hexdigest()[:16]
+
+
+def store_manifest(store: Any, manifest: dict[str, Any]) -> str:
+    """Write the manifest into the ``manifests`` table (idempotent: ReplacingMergeTree by id)."""
+    mid = manifest_id(manifest)
+    store.insert("manifests", [(mid, canonical_json(manifest), datetime.now(UTC))],
+                 ["manifest_id", "manifest", "created_at"])
+    return mid
+
+
+def load_manifest(store: Any, mid: str) -> dict[str, Any] | None:
+    rows = store.query_rows(
+        f"SELECT manifest FROM {store.table('manifests')} FINAL WHERE manifest_id = {{mid:String}}", {"mid": mid})
+    return json.loads(rows[0][0]) if rows else None

@@ -1,0 +1,1 @@
+"""Pure metric functions: trec_eval-compatible retrieval measures and claim-level metrics."""

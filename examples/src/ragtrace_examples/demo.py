@@ -1,0 +1,434 @@
+"""`ragtrace demo`: the whole product end to end on a generated corpus, in a few minutes.
+
+1. generate a corpus with ground truth and two releases: the baseline and a candidate with
+   injected faults at every boundary (``faults.jsonl`` records which queries each breaks);
+2. import the golden questions' reference answers (``ragtrace labels import references.jsonl``),
+   then start ``ragtrace serve`` on the embedded store (a temporary one unless ``--store``);
+3. run the example RAG service (FastAPI + ragtrace middleware) for each release on a local port
+   and send it the golden questions over HTTP; the SDK exports to the collector;
+4. wait until the collector has stored every trace, then audit them *through the server*
+   (``POST /api/audit``: the serving process owns the embedded store, so it does the reading);
+5. compare the releases from the per-trace labels, write the HTML report, check the labels
+   against the injected faults;
+6. stop the server so this process may use the store: add a reviewer, fill a review queue;
+7. print the report path, failure modes, tripped gate, review URL and reviewer token; with
+   ``--keep-serving`` start the server again and leave it up for a person to click through.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ragtrace_examples.corpus import Corpus, corpus_summary, generate_corpus
+from ragtrace_examples.faults import Fault, Release, baseline_release, candidate_release, check_labels, write_faults
+
+__all__ = ["DemoConfig", "DemoError", "DemoResult", "demo_main", "run_demo"]
+
+REVIEW_QUEUE = "demo"
+REVIEWER = "demo-reviewer"
+
+
+class DemoError(RuntimeError):
+    """A demo step failed; the message names the step and where its log is."""
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    out: Path
+    store: Path | None = None
+    docs: int = 150
+    seed: int = 0
+    service: str = "example-rag"
+    baseline: str = "v1"
+    candidate: str = "v2"
+    generator: str = "extractive"
+    port: int = 0  # 0 = a free port
+    keep_serving: bool = False
+    quiet: bool = False
+    resamples: int = 2000
+    #: fault -> share of questions the candidate breaks (None = `faults.DEFAULT_RATES`)
+    rates: Mapping[Fault, float] | None = None
+
+
+@dataclass
+class DemoResult:
+    out: Path
+    store: Path
+    collector_url: str
+    report_html: Path
+    compare_json: Path
+    labels: dict[str, Path]
+    faults: Path
+    audit: dict[str, Any]
+    compare_exit: int
+    tripped_gates: list[str]
+    fault_check: dict[str, Any]
+    review_url: str = ""
+    reviewer_token: str = ""
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+# --- the collector as a child process --------------------------------------------------------------
+class Collector:
+    """``ragtrace serve`` in a subprocess on ``port``; its output goes to ``log``."""
+
+    def __init__(self, store: Path, port: int, log: Path) -> None:
+        self.store, self.port, self.log = store, port, log
+        self.url = f"http://127.0.0.1:{port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 120.0) -> None:
+        import httpx
+
+        fh = open(self.log, "ab")  # noqa: SIM115 - the child keeps writing after this returns
+        cmd = [sys.executable, "-m", "ragtrace_cli.main", "serve", "--store", str(self.store), "--port", str(self.port),
+               "--log-level", "warning"]
+        self.proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+        fh.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise DemoError(f"`ragtrace serve` exited with {self.proc.returncode}; see {self.log}:\n"
+                                + _tail(self.log))
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
+                    return
+            time.sleep(0.3)
+        self.stop()
+        raise DemoError(f"`ragtrace serve` did not become ready in {timeout:.0f}s; see {self.log}")
+
+    def stop(self, timeout: float = 60.0) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)  # the collector flushes its queue on SIGTERM
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def wait(self) -> None:
+        if self.proc is not None:
+            self.proc.wait()
+
+
+def _tail(path: Path, n: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-n:])
+    except OSError:
+        return ""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# --- steps -----------------------------------------------------------------------------------------
+def send_traffic(corpus: Corpus, release: Release, collector_url: str, cfg: DemoConfig, encoder: Any,
+                 say: Callable[[str], None]) -> int:
+    """Serve ``release`` over HTTP with tracing to the collector and ask it every golden question."""
+    import httpx
+
+    import ragtrace
+    from ragtrace_examples.pipeline import RagPipeline
+    from ragtrace_examples.rag_service import create_app, serve_in_thread
+
+    ragtrace.configure(endpoint=collector_url, service=cfg.service, release=release.name,
+                       environment="demo", schedule_delay_ms=200)
+    pipeline = RagPipeline(corpus, release, encoder=encoder, generator=cfg.generator)
+    url, stop = serve_in_thread(create_app(pipeline))
+    sent = 0
+    try:
+        with httpx.Client(base_url=url, timeout=120) as client:
+            for i, q in enumerate(corpus.questions):
+                resp = client.post("/ask", json={"question": q.question, "query_id": q.id})
+                if resp.status_code != 200:
+                    raise DemoError(f"the example service answered {resp.status_code} to {q.id}: {resp.text[:300]}")
+                sent += 1
+                if (i + 1) % 50 == 0:
+                    say(f"    {release.name}: {i + 1}/{len(corpus.questions)} questions")
+    finally:
+        stop()
+        ragtrace.force_flush(30)
+    return sent
+
+
+def wait_for_traces(collector_url: str, service: str, expected: dict[str, int], timeout: float = 120.0) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    seen: dict[str, int] = {}
+    while time.monotonic() < deadline:
+        for release, _n in expected.items():
+            resp = httpx.get(collector_url + "/api/traces", params={"service": service, "release": release,
+                                                                  "limit": 100_000}, timeout=60)
+            resp.raise_for_status()
+            seen[release] = sum(1 for line in resp.text.splitlines() if line.strip())
+        if all(seen.get(r, 0) >= n for r, n in expected.items()):
+            return
+        time.sleep(0.5)
+    raise DemoError(f"the collector stored {seen} traces of {expected} within {timeout:.0f}s")
+
+
+def audit_through_server(collector_url: str, service: str) -> dict[str, Any]:
+    import httpx
+
+    resp = httpx.post(collector_url + "/api/audit", json={"service": service, "return_records": True},
+                      timeout=1800)
+    if resp.status_code != 200:
+        raise DemoError(f"POST /api/audit answered {resp.status_code}: {resp.text[:1000]}")
+    report: dict[str, Any] = resp.json()
+    return report
+
+
+def _ragtrace(args: Sequence[str], log: Path) -> str:
+    """Run a ``ragtrace`` subcommand in a child process (it opens the embedded store itself)."""
+    proc = subprocess.run([sys.executable, "-m", "ragtrace_cli.main", *args], capture_output=True, text=True,
+                          timeout=600)
+    with open(log, "a", encoding="utf-8") as fh:
+        fh.write(f"$ ragtrace {' '.join(args)}\n{proc.stdout}{proc.stderr}\n")
+    if proc.returncode != 0:
+        raise DemoError(f"`ragtrace {' '.join(args[:2])}` failed ({proc.returncode}): {proc.stderr.strip()[-800:]}")
+    return proc.stdout
+
+
+def write_references(path: Path, corpus: Corpus) -> Path:
+    """The golden questions' short reference answers (the fact's value) as `ragtrace labels import`
+    reads them, so the audit scores each answer's correctness rather than only its grounding."""
+    with open(path, "w", encoding="utf-8") as fh:
+        for q in corpus.questions:
+            fh.write(json.dumps({"query_id": q.id, "reference": q.answer}) + "\n")
+    return path
+
+
+def run_demo(cfg: DemoConfig) -> DemoResult:
+    """Run every step; raises `DemoError` with the failing step and its log."""
+    def say(msg: str) -> None:
+        if not cfg.quiet:
+            print(msg, flush=True)
+
+    t0 = time.perf_counter()
+    timings: dict[str, float] = {}
+    out = cfg.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    store = (cfg.store or out / "store").resolve()
+    log = out / "demo.log"
+
+    say(f"[1/6] corpus: {cfg.docs} documents with golden questions (seed {cfg.seed})")
+    corpus = generate_corpus(cfg.docs, seed=cfg.seed)
+    corpus.save(out / "corpus")
+    releases = [baseline_release(cfg.baseline), candidate_release(corpus, cfg.candidate, rates=cfg.rates,
+                                                                           seed=cfg.seed)]
+    faults_path = write_faults(out / "faults.jsonl", releases)
+    summary = corpus_summary(corpus)
+    say(f"      {summary['documents']} documents ({summary['kinds']}), {summary['questions']} questions; "
+        f"{cfg.candidate}: {releases[1].description}")
+
+    say(f"[2/6] reference answers (`ragtrace labels import`), then ragtrace serve on the embedded store {store}")
+    refs_path = write_references(out / "references.jsonl", corpus)
+    _ragtrace(["labels", "import", str(refs_path), "--kind", "references", "--store", str(store)], log)
+    port = cfg.port or _free_port()
+    collector = Collector(store, port, out / "collector.log")
+    collector.start()
+    timings["start_collector_s"] = time.perf_counter() - t0
+    try:
+        say("[3/6] example RAG service: golden-question traffic for each release over HTTP")
+        from ragtrace_examples.components import MiniLMEncoder
+
+        encoder = MiniLMEncoder()  # shared by both releases: embeddings are cached by text
+        expected: dict[str, int] = {}
+        for rel in releases:
+            t = time.perf_counter()
+            expected[rel.name] = send_traffic(corpus, rel, collector.url, cfg, encoder, say)
+            timings[f"traffic_{rel.name}_s"] = time.perf_counter() - t
+            say(f"      {rel.name}: {expected[rel.name]} queries in {timings[f'traffic_{rel.name}_s']:.1f}s")
+        import ragtrace
+
+        ragtrace.shutdown()
+        wait_for_traces(collector.url, cfg.service, expected)
+
+        say("[4/6] ragtrace audit through the server (POST /api/audit)")
+        t = time.perf_counter()
+        report = audit_through_server(collector.url, cfg.service)
+        timings["audit_s"] = time.perf_counter() - t
+        records = report.pop("records", [])
+        (out / "audit.json").write_text(json.dumps(report, indent=2, default=str) + "\n", encoding="utf-8")
+        labels: dict[str, Path] = {}
+        for rel in releases:
+            path = out / f"labels-{rel.name}.jsonl"
+            with open(path, "w", encoding="utf-8") as fh:
+                for rec in records:
+                    if rec.get("release") == rel.name:
+                        fh.write(json.dumps(rec) + "\n")
+            labels[rel.name] = path
+        say(f"      {len(records)} traces labelled in {timings['audit_s']:.1f}s")
+    finally:
+        collector.stop()
+
+    say("[5/6] ragtrace compare: paired statistics, gates, HTML report")
+    from ragtrace_cli.commands.compare import compare_main
+
+    report_html = out / "report.html"
+    compare_json = out / "compare.json"
+    t = time.perf_counter()
+    compare_args = ["--baseline", str(labels[cfg.baseline]), "--candidate", str(labels[cfg.candidate]),
+                    "--html", str(report_html), "--json", str(compare_json), "--resamples", str(cfg.resamples),
+                    "--seed", str(cfg.seed), "--max-ids", "3"]
+    sink = io.StringIO()
+    with contextlib.redirect_stdout(sink) if cfg.quiet else contextlib.nullcontext():
+        compare_exit = compare_main(compare_args)
+    timings["compare_s"] = time.perf_counter() - t
+    if compare_exit not in (0, 1):
+        raise DemoError(f"ragtrace compare failed with exit code {compare_exit}")
+    tripped = _tripped_gates(compare_json)
+    all_records = [json.loads(line) for p in labels.values() for line in p.read_text().splitlines() if line]
+    fault_check = check_labels(all_records, releases, corpus)
+    (out / "fault_check.json").write_text(json.dumps(fault_check, indent=2) + "\n", encoding="utf-8")
+
+    say("[6/6] review queue and a reviewer (`ragtrace review` / `ragtrace reviewers` on the stopped server's store)")
+    _ragtrace(["review", "enqueue", "--queue", REVIEW_QUEUE, "--store", str(store), "--reviewers", "1",
+               "--service", cfg.service, "--description", "ragtrace demo: flagged traces"], log)
+    token_out = _ragtrace(["reviewers", "add", REVIEWER, "--store", str(store)], log)
+    token = token_out.strip().splitlines()[-1].strip() if token_out.strip() else ""
+    timings["total_s"] = time.perf_counter() - t0
+    return DemoResult(out=out, store=store, collector_url=collector.url, report_html=report_html,
+                      compare_json=compare_json, labels=labels, faults=faults_path, audit=report,
+                      compare_exit=compare_exit, tripped_gates=tripped, fault_check=fault_check,
+                      review_url=f"{collector.url}/review/login", reviewer_token=token, timings=timings)
+
+
+def _tripped_gates(compare_json: Path) -> list[str]:
+    try:
+        data = json.loads(compare_json.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    out = []
+    for g in data.get("gates", []):
+        if isinstance(g, dict) and g.get("tripped"):
+            out.append(f"{g.get('metric')} ({g.get('boundary')})" if g.get("boundary") else str(g.get("metric")))
+    return out
+
+
+def print_summary(res: DemoResult, cfg: DemoConfig) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console(highlight=False)
+    modes = ("retrieval_gap", "rank_inversion", "under_use", "fabrication", "ok")
+    table = Table(title="Failure modes by release (ragtrace audit)")
+    table.add_column("release")
+    for m in modes:
+        table.add_column(m, justify="right")
+    for rel, path in res.labels.items():
+        counts = dict.fromkeys(modes, 0)
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                counts[json.loads(line)["failure_mode"]] += 1
+        table.add_row(rel, *(str(counts[m]) for m in modes))
+    con.print(table)
+
+    check = Table(title=f"Labels vs the injected faults ({res.faults.name})")
+    for col in ("injected", "expected label", "queries", "labelled so", "share"):
+        check.add_column(col, justify="left" if col in ("injected", "expected label") else "right")
+    for row in res.fault_check["modes"]:
+        check.add_row(row["fault"], row["expected_mode"], str(row["n"]), str(row["hits"]), _pct(row["share"]))
+    clean = res.fault_check["clean"]
+    check.add_row("(none)", "ok", str(clean["n"]), str(clean["hits"]), _pct(clean["share"]))
+    con.print(check)
+
+    if res.tripped_gates:
+        con.print(f"[bold red]Gate tripped:[/bold red] {', '.join(res.tripped_gates)} "
+                  f"(ragtrace compare exit code {res.compare_exit})")
+    else:
+        con.print(f"No gate tripped (ragtrace compare exit code {res.compare_exit}).")
+    con.print(f"HTML report:   {res.report_html}")
+    con.print(f"Labels:        {', '.join(str(p) for p in res.labels.values())}")
+    con.print(f"Ground truth:  {res.faults}  (corpus in {res.out / 'corpus'})")
+    con.print(f"Review queue:  {res.review_url}  (queue '{REVIEW_QUEUE}')")
+    con.print(f"Reviewer token: {res.reviewer_token}")
+    con.print(f"Took {res.timings.get('total_s', 0):.0f}s.")
+    if not cfg.keep_serving:
+        con.print(f"To click through the review queue: ragtrace serve --store {res.store} --port "
+                  f"{res.collector_url.rsplit(':', 1)[1]}   (or rerun with --keep-serving)")
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
+def demo_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="ragtrace demo", description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("--out", type=Path, help="output folder (default: a new temporary folder)")
+    p.add_argument("--store", type=Path, help="embedded store directory (default: OUT/store)")
+    p.add_argument("--docs", type=int, default=150, help="corpus size in documents (default 150)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--generator", choices=("extractive", "smollm2"), default="extractive",
+                   help="extractive (fast, default) or the real SmolLM2-135M model (slow)")
+    p.add_argument("--port", type=int, default=0, help="collector port (default: a free one)")
+    p.add_argument("--keep-serving", action="store_true",
+                   help="leave `ragtrace serve` running afterwards for the review UI (Ctrl-C stops it)")
+    p.add_argument("--quiet", action="store_true", help="only the final summary")
+    a = p.parse_args(argv)
+    if a.docs < 10:
+        p.error("--docs must be at least 10 (the comparison needs queries to pair)")
+    out = a.out or Path(tempfile.mkdtemp(prefix="ragtrace-demo-"))
+    store = a.store if a.store is not None else out / "store"
+    if store.exists() and any(store.iterdir()):
+        p.error(f"{store} is not empty: the demo writes a fresh store; give a new --out or --store directory")
+    cfg = DemoConfig(out=out, store=a.store, docs=a.docs, seed=a.seed, generator=a.generator, port=a.port,
+                     keep_serving=a.keep_serving, quiet=a.quiet)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    def _interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    # Explicit handlers, so the collector child is always stopped: a demo started in the background
+    # inherits SIGINT ignored, and SIGTERM would otherwise end this process without cleanup.
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        res = run_demo(cfg)
+    except DemoError as exc:
+        print(f"ragtrace demo: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("ragtrace demo: interrupted", file=sys.stderr)
+        return 130
+    print_summary(res, cfg)
+    if cfg.keep_serving:
+        port = int(res.collector_url.rsplit(":", 1)[1])
+        collector = Collector(res.store, port, res.out / "collector.log")
+        try:
+            collector.start()
+        except DemoError as exc:
+            print(f"ragtrace demo: {exc}", file=sys.stderr)
+            return 1
+        print(f"\nServing {res.collector_url} (review UI at {res.review_url}); Ctrl-C to stop.", flush=True)
+
+        try:
+            collector.wait()
+        except KeyboardInterrupt:
+            collector.stop()
+    return 0
+
+
+def cleanup(out: Path) -> None:
+    """Remove a demo output folder (tests use it)."""
+    shutil.rmtree(out, ignore_errors=True)

@@ -1,0 +1,488 @@
+"""Review queues: which labelled traces reviewers see, in which order, and by how many reviewers.
+
+`enqueue` fills a queue from per-trace label records (the shared JSON contract; read from the
+`labels` table when not given). Three strata, each capped at ``per_mode`` items so that common
+modes cannot crowd out rare ones:
+
+* ``disagreement`` — another labeller manifest gave the same trace a different failure mode;
+* ``low_confidence`` — the labeller's confidence is below a threshold (least confident first);
+* ``mode`` — up to ``per_mode`` traces of *each* failure mode, so a rare mode is always seen.
+
+Within a stratum the order is a hash of the trace id, so reruns and shards agree, and rerunning
+`enqueue` tops a queue up instead of duplicating it (existing items count against the caps).
+
+Assignment: `next_item` gives a reviewer an item they have neither decided nor been given before,
+and that fewer than K reviewers hold or decided. Holdings are leases, so an abandoned item goes to
+someone else after ``LEASE``. ClickHouse has no transactions: within one collector process a lock
+makes the K bound exact; across replicas it is best effort (an extra decision is kept, not lost).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ragtrace_review.auth import Reviewer
+from ragtrace_review.errors import ReviewError
+from ragtrace_store import DEFAULT_TENANT, Store
+
+FAILURE_MODES = ("retrieval_gap", "rank_inversion", "under_use", "fabrication", "ok")
+CLAIM_VERDICTS = ("entailed", "neutral", "contradicted")
+REASONS = ("disagreement", "low_confidence", "mode")
+LEASE = timedelta(minutes=30)
+_ASSIGN_LOCK = threading.Lock()
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def trace_hash(trace_id: str) -> int:
+    """Deterministic order key: the same trace sorts the same way on every run and shard."""
+    return int(hashlib.sha256(trace_id.encode("utf-8")).hexdigest()[:16], 16)
+
+
+@dataclass(frozen=True)
+class QueueItem:
+    tenant: str
+    queue: str
+    trace_id: str
+    query_id: str
+    manifest_id: str
+    reason: str
+    failure_mode: str
+    confidence: float | None
+    label: dict[str, Any]
+    position: int
+
+
+@dataclass(frozen=True)
+class Decision:
+    queue: str
+    trace_id: str
+    reviewer_id: str
+    reviewer_name: str
+    manifest_id: str
+    labeller_failure_mode: str
+    failure_mode: str
+    claims: tuple[dict[str, Any], ...]
+    relevance: tuple[dict[str, Any], ...]
+    note: str
+    decided_at: datetime
+
+
+@dataclass(frozen=True)
+class EnqueueResult:
+    queue: str
+    tenant: str
+    reviewers_per_item: int
+    added: dict[str, int]  # "disagreement" | "low_confidence" | "mode:<failure mode>" -> items added now
+    already_queued: int
+    candidates: int
+
+    @property
+    def total_added(self) -> int:
+        return sum(self.added.values())
+
+
+@dataclass(frozen=True)
+class ReviewerProgress:
+    reviewer_id: str
+    name: str
+    decided: int
+
+
+@dataclass(frozen=True)
+class QueueProgress:
+    queue: str
+    reviewers_per_item: int
+    items: int
+    #: items with at least K decisions
+    complete: int
+    decisions: int
+    reviewers: tuple[ReviewerProgress, ...] = field(default_factory=tuple)
+
+    @property
+    def target(self) -> int:
+        return self.items * self.reviewers_per_item
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * min(self.decisions, self.target) / self.target if self.target else 0.0
+
+
+# --- filling a queue --------------------------------------------------------------------------
+def _validate_queue_name(queue: str) -> None:
+    if not queue or len(queue) > 100 or not all(c.isalnum() or c in "-_." for c in queue):
+        raise ReviewError(f"invalid queue name {queue!r}: use 1-100 letters, digits, '-', '_' or '.'")
+
+
+def latest_manifest(store: Store, tenant: str) -> str | None:
+    rows = store.query_rows(
+        f"SELECT manifest_id FROM {store.table('labels')} WHERE tenant = {{tenant:String}} "
+        "GROUP BY manifest_id ORDER BY max(labelled_at) DESC LIMIT 1",
+        {"tenant": tenant},
+    )
+    return str(rows[0][0]) if rows else None
+
+
+def load_labels(store: Store, *, tenant: str, manifest_id: str, release: str | None = None,
+                service: str | None = None) -> list[dict[str, Any]]:
+    """Per-trace label records of one manifest from the `labels` table (the ``detail`` JSON)."""
+    where = ["tenant = {tenant:String}", "manifest_id = {m:String}"]
+    params: dict[str, Any] = {"tenant": tenant, "m": manifest_id}
+    if release is not None:
+        where.append("release = {release:String}")
+        params["release"] = release
+    if service is not None:
+        where.append("service = {service:String}")
+        params["service"] = service
+    rows = store.query_rows(
+        f"SELECT trace_id, query_id, release, service, failure_mode, confidence, detail "
+        f"FROM {store.table('labels')} FINAL WHERE {' AND '.join(where)}",
+        params,
+    )
+    out = []
+    for trace_id, query_id, rel, svc, mode, confidence, detail in rows:
+        record = json.loads(detail) if detail else {}
+        # The columns are authoritative for the keys the table models; detail carries the rest.
+        record.update(trace_id=trace_id, query_id=query_id, release=rel, service=svc, manifest_id=manifest_id,
+                      failure_mode=mode)
+        if confidence is not None:
+            record["confidence"] = float(confidence)
+        out.append(record)
+    return out
+
+
+def _other_manifest_modes(store: Store, tenant: str, trace_ids: Sequence[str],
+                          manifest_ids: set[str]) -> dict[str, set[str]]:
+    if not trace_ids:
+        return {}
+    rows = store.query_rows(
+        f"SELECT trace_id, failure_mode FROM {store.table('labels')} FINAL "
+        "WHERE tenant = {tenant:String} AND trace_id IN {ids:Array(String)} "
+        "AND manifest_id NOT IN {ms:Array(String)}",
+        {"tenant": tenant, "ids": list(trace_ids), "ms": sorted(manifest_ids)},
+    )
+    modes: dict[str, set[str]] = {}
+    for trace_id, mode in rows:
+        modes.setdefault(str(trace_id), set()).add(str(mode))
+    return modes
+
+
+def _queue_row(store: Store, tenant: str, queue: str) -> tuple[int, str] | None:
+    rows = store.query_rows(
+        f"SELECT reviewers_per_item, description FROM {store.table('review_queues')} FINAL "
+        "WHERE tenant = {tenant:String} AND queue = {queue:String}",
+        {"tenant": tenant, "queue": queue},
+    )
+    return (int(rows[0][0]), str(rows[0][1])) if rows else None
+
+
+def enqueue(
+    store: Store,
+    queue: str,
+    labels: Iterable[Mapping[str, Any]] | None = None,
+    per_mode: int = 20,
+    reviewers: int = 2,
+    *,
+    tenant: str = DEFAULT_TENANT,
+    manifest_id: str | None = None,
+    low_confidence: float = 0.6,
+    release: str | None = None,
+    service: str | None = None,
+    description: str = "",
+) -> EnqueueResult:
+    """Put flagged traces into ``queue`` (created when missing) for ``reviewers`` distinct reviewers each.
+
+    ``labels`` are per-trace label records (dicts of the shared contract). When None they are read
+    from the `labels` table: ``manifest_id``'s labels, or the most recently written manifest's.
+    ``per_mode`` caps each stratum (see the module docstring); ``low_confidence`` is the confidence
+    below which a label is flagged. Returns what was added, per stratum.
+    """
+    _validate_queue_name(queue)
+    if per_mode < 1:
+        raise ReviewError(f"per_mode must be >= 1, got {per_mode}")
+    if not 1 <= reviewers <= 50:
+        raise ReviewError(f"reviewers (K per item) must be between 1 and 50, got {reviewers}")
+    existing_queue = _queue_row(store, tenant, queue)
+    if existing_queue is not None and existing_queue[0] != reviewers:
+        raise ReviewError(
+            f"queue {queue!r} already exists with {existing_queue[0]} reviewers per item (asked for "
+            f"{reviewers}); keep K, or use a new queue name"
+        )
+    if labels is None:
+        manifest_id = manifest_id or latest_manifest(store, tenant)
+        if manifest_id is None:
+            raise ReviewError(f"tenant {tenant!r} has no labels yet: run `ragtrace audit` first")
+        records = load_labels(store, tenant=tenant, manifest_id=manifest_id, release=release, service=service)
+    else:
+        records = [dict(r) for r in labels]
+        if manifest_id is not None:
+            records = [r for r in records if r.get("manifest_id") == manifest_id]
+    for r in records:
+        if not r.get("trace_id") or not r.get("manifest_id"):
+            raise ReviewError("every label record needs 'trace_id' and 'manifest_id' (see the label contract)")
+    by_trace = {str(r["trace_id"]): r for r in records}
+
+    existing = {it.trace_id: it for it in list_items(store, tenant=tenant, queue=queue)}
+    others = _other_manifest_modes(store, tenant, list(by_trace), {str(r["manifest_id"]) for r in records})
+
+    def conf(r: Mapping[str, Any]) -> float:
+        c = r.get("confidence")
+        return float(c) if c is not None else 1.0
+
+    def key(t: str) -> tuple[float, int]:
+        return (conf(by_trace[t]), trace_hash(t))
+
+    taken = Counter(_stratum(it.reason, it.failure_mode) for it in existing.values())
+    candidates = sorted((t for t in by_trace if t not in existing), key=trace_hash)
+    strata: dict[str, list[str]] = {}
+    chosen: set[str] = set()
+
+    def fill(name: str, pool: list[str]) -> None:
+        room = per_mode - taken[name]
+        picked = [t for t in pool if t not in chosen][: max(room, 0)]
+        chosen.update(picked)
+        strata[name] = picked
+
+    flagged = [t for t in candidates
+               if by_trace[t].get("disagreement") or (others.get(t, set()) - {by_trace[t].get("failure_mode")})]
+    fill("disagreement", sorted(flagged, key=key))
+    fill("low_confidence", sorted((t for t in candidates if conf(by_trace[t]) < low_confidence), key=key))
+    modes = sorted({str(by_trace[t].get("failure_mode")) for t in candidates},
+                   key=lambda m: (FAILURE_MODES.index(m) if m in FAILURE_MODES else len(FAILURE_MODES), m))
+    for mode in modes:
+        fill(f"mode:{mode}", [t for t in candidates if by_trace[t].get("failure_mode") == mode])
+
+    # Interleave the strata so the first items a reviewer sees already span every reason and mode.
+    order: list[tuple[str, str]] = []
+    lists = [(name, list(ts)) for name, ts in strata.items() if ts]
+    while any(ts for _, ts in lists):
+        for name, ts in lists:
+            if ts:
+                order.append((name, ts.pop(0)))
+
+    now = _now()
+    start = max((it.position for it in existing.values()), default=-1) + 1
+    rows = []
+    for offset, (name, t) in enumerate(order):
+        r = by_trace[t]
+        confidence = r.get("confidence")
+        rows.append((
+            tenant, queue, t, str(r.get("query_id") or ""), str(r["manifest_id"]), name.split(":")[0],
+            str(r.get("failure_mode") or ""), float(confidence) if confidence is not None else None,
+            json.dumps(r, sort_keys=True, default=str), start + offset, now,
+        ))
+    if existing_queue is None or rows:
+        options = {"per_mode": per_mode, "low_confidence": low_confidence, "manifest_id": manifest_id}
+        store.insert("review_queues",
+                     [(tenant, queue, reviewers, description or (existing_queue or (0, ""))[1],
+                       json.dumps(options, sort_keys=True), now, now)],
+                     ["tenant", "queue", "reviewers_per_item", "description", "options", "created_at", "updated_at"])
+    store.insert("review_items", rows,
+                 ["tenant", "queue", "trace_id", "query_id", "manifest_id", "reason", "failure_mode", "confidence",
+                  "label_detail", "position", "added_at"])
+    return EnqueueResult(queue=queue, tenant=tenant, reviewers_per_item=reviewers,
+                         added={name: len(ts) for name, ts in strata.items() if ts},
+                         already_queued=len(existing), candidates=len(by_trace))
+
+
+def _stratum(reason: str, mode: str) -> str:
+    return f"mode:{mode}" if reason == "mode" else reason
+
+
+# --- reading queues ---------------------------------------------------------------------------
+_ITEM_COLS = ("tenant, queue, trace_id, query_id, manifest_id, reason, failure_mode, confidence, label_detail, "
+              "position")
+
+
+def _item(row: tuple[Any, ...]) -> QueueItem:
+    tenant, queue, trace_id, query_id, manifest_id, reason, mode, confidence, detail, position = row
+    return QueueItem(str(tenant), str(queue), str(trace_id), str(query_id), str(manifest_id), str(reason),
+                     str(mode), confidence, json.loads(detail) if detail else {}, int(position))
+
+
+def list_items(store: Store, *, tenant: str, queue: str) -> list[QueueItem]:
+    rows = store.query_rows(
+        f"SELECT {_ITEM_COLS} FROM {store.table('review_items')} FINAL "
+        "WHERE tenant = {tenant:String} AND queue = {queue:String} ORDER BY position",
+        {"tenant": tenant, "queue": queue},
+    )
+    return [_item(r) for r in rows]
+
+
+def get_item(store: Store, *, tenant: str, queue: str, trace_id: str) -> QueueItem | None:
+    rows = store.query_rows(
+        f"SELECT {_ITEM_COLS} FROM {store.table('review_items')} FINAL "
+        "WHERE tenant = {tenant:String} AND queue = {queue:String} AND trace_id = {t:String}",
+        {"tenant": tenant, "queue": queue, "t": trace_id},
+    )
+    return _item(rows[0]) if rows else None
+
+
+def queue_names(store: Store, *, tenant: str) -> list[str]:
+    rows = store.query_rows(
+        f"SELECT queue FROM {store.table('review_queues')} FINAL WHERE tenant = {{tenant:String}} "
+        "ORDER BY created_at, queue",
+        {"tenant": tenant},
+    )
+    return [str(r[0]) for r in rows]
+
+
+def reviewers_per_item(store: Store, *, tenant: str, queue: str) -> int:
+    row = _queue_row(store, tenant, queue)
+    if row is None:
+        raise ReviewError(f"no queue {queue!r} in tenant {tenant!r}; create it with `ragtrace review enqueue`")
+    return row[0]
+
+
+def progress(store: Store, *, tenant: str, queue: str) -> QueueProgress:
+    k = reviewers_per_item(store, tenant=tenant, queue=queue)
+    params = {"tenant": tenant, "queue": queue}
+    n_items = int(store.query_rows(
+        f"SELECT count() FROM {store.table('review_items')} FINAL "
+        "WHERE tenant = {tenant:String} AND queue = {queue:String}", params)[0][0])
+    per_item = store.query_rows(
+        f"SELECT trace_id, count() FROM {store.table('review_decisions')} FINAL "
+        "WHERE tenant = {tenant:String} AND queue = {queue:String} GROUP BY trace_id", params)
+    per_reviewer = store.query_rows(
+        f"SELECT reviewer_id, any(reviewer_name), count() FROM {store.table('review_decisions')} FINAL "
+        "WHERE tenant = {tenant:String} AND queue = {queue:String} GROUP BY reviewer_id ORDER BY 2, 1",
+        params)
+    return QueueProgress(
+        queue=queue, reviewers_per_item=k, items=n_items,
+        complete=sum(1 for _, c in per_item if c >= k), decisions=sum(int(c) for _, c in per_item),
+        reviewers=tuple(ReviewerProgress(str(r), str(n), int(c)) for r, n, c in per_reviewer),
+    )
+
+
+# --- assignment and decisions -----------------------------------------------------------------
+def decided_by(store: Store, reviewer: Reviewer, queue: str) -> set[str]:
+    rows = store.query_rows(
+        f"SELECT trace_id FROM {store.table('review_decisions')} FINAL WHERE tenant = {{tenant:String}} "
+        "AND queue = {queue:String} AND reviewer_id = {rid:String}",
+        {"tenant": reviewer.tenant, "queue": queue, "rid": reviewer.reviewer_id},
+    )
+    return {str(r[0]) for r in rows}
+
+
+def holds(store: Store, reviewer: Reviewer, queue: str, trace_id: str) -> bool:
+    rows = store.query_rows(
+        f"SELECT count() FROM {store.table('review_assignments')} FINAL WHERE tenant = {{tenant:String}} "
+        "AND queue = {queue:String} AND trace_id = {t:String} AND reviewer_id = {rid:String}",
+        {"tenant": reviewer.tenant, "queue": queue, "t": trace_id, "rid": reviewer.reviewer_id},
+    )
+    return int(rows[0][0]) > 0
+
+
+def next_item(store: Store, reviewer: Reviewer, queue: str, *, lease: timedelta = LEASE) -> str | None:
+    """The trace id this reviewer should label next in ``queue`` (assigning it), or None when done."""
+    k = reviewers_per_item(store, tenant=reviewer.tenant, queue=queue)
+    with _ASSIGN_LOCK:
+        now = _now()
+        params = {"tenant": reviewer.tenant, "queue": queue, "rid": reviewer.reviewer_id, "now": now, "k": k}
+        # An item this reviewer holds but has not decided comes back first (a reload, a crash):
+        # it was given to them, so it is not "shown twice" to anyone else.
+        rows = store.query_rows(
+            f"SELECT a.trace_id FROM {store.table('review_assignments')} AS a FINAL "
+            f"INNER JOIN {store.table('review_items')} AS i FINAL "
+            "ON i.tenant = a.tenant AND i.queue = a.queue AND i.trace_id = a.trace_id "
+            "WHERE a.tenant = {tenant:String} AND a.queue = {queue:String} AND a.reviewer_id = {rid:String} "
+            f"AND a.trace_id NOT IN (SELECT trace_id FROM {store.table('review_decisions')} FINAL "
+            "  WHERE tenant = {tenant:String} AND queue = {queue:String} AND reviewer_id = {rid:String}) "
+            "ORDER BY i.position LIMIT 1",
+            params,
+        )
+        if rows:
+            return str(rows[0][0])
+        # Otherwise: an item never given to this reviewer, held or decided by fewer than K others.
+        rows = store.query_rows(
+            f"SELECT i.trace_id FROM {store.table('review_items')} AS i FINAL "
+            "WHERE i.tenant = {tenant:String} AND i.queue = {queue:String} "
+            f"AND i.trace_id NOT IN (SELECT trace_id FROM {store.table('review_assignments')} FINAL "
+            "  WHERE tenant = {tenant:String} AND queue = {queue:String} AND reviewer_id = {rid:String}) "
+            "AND i.trace_id NOT IN (SELECT trace_id FROM ("
+            "  SELECT trace_id, reviewer_id FROM "
+            f"  {store.table('review_decisions')} FINAL WHERE tenant = {{tenant:String}} AND queue = {{queue:String}} "
+            "  UNION DISTINCT SELECT trace_id, reviewer_id FROM "
+            f"  {store.table('review_assignments')} FINAL WHERE tenant = {{tenant:String}} "
+            "  AND queue = {queue:String} AND expires_at > {now:DateTime64(3)}"
+            ") GROUP BY trace_id HAVING count() >= {k:UInt32}) "
+            "ORDER BY i.position LIMIT 1",
+            params,
+        )
+        if not rows:
+            return None
+        trace_id = str(rows[0][0])
+        store.insert("review_assignments", [(reviewer.tenant, queue, trace_id, reviewer.reviewer_id, now, now + lease)],
+                     ["tenant", "queue", "trace_id", "reviewer_id", "assigned_at", "expires_at"])
+        return trace_id
+
+
+def record_decision(
+    store: Store,
+    reviewer: Reviewer,
+    queue: str,
+    trace_id: str,
+    *,
+    failure_mode: str,
+    claims: Sequence[str] = (),
+    relevance: Mapping[str, bool] | None = None,
+    note: str = "",
+) -> Decision:
+    """Save a reviewer's judgement of the item they hold.
+
+    ``claims`` are the reviewer's verdicts for the label's claims, in the label's order (one per
+    claim). ``relevance`` maps shown document ids to the reviewer's relevant / not relevant.
+    """
+    item = get_item(store, tenant=reviewer.tenant, queue=queue, trace_id=trace_id)
+    if item is None:
+        raise ReviewError(f"no item {trace_id!r} in queue {queue!r}")
+    if failure_mode not in FAILURE_MODES:
+        raise ReviewError(f"failure mode {failure_mode!r} is not one of {', '.join(FAILURE_MODES)}")
+    label_claims = list(item.label.get("generation", {}).get("claims") or [])
+    if len(claims) != len(label_claims):
+        raise ReviewError(f"expected a verdict for each of the {len(label_claims)} claims, got {len(claims)}")
+    for v in claims:
+        if v not in CLAIM_VERDICTS:
+            raise ReviewError(f"claim verdict {v!r} is not one of {', '.join(CLAIM_VERDICTS)}")
+    if len(note) > 5000:
+        raise ReviewError("the note is longer than 5000 characters; shorten it")
+    with _ASSIGN_LOCK:
+        if trace_id in decided_by(store, reviewer, queue):
+            raise ReviewError("you already reviewed this item; each reviewer judges an item once")
+        if not holds(store, reviewer, queue, trace_id):
+            raise ReviewError("this item was not assigned to you; open the queue to get your next item")
+        claim_rows = tuple(
+            {"index": i, "claim": str(c.get("claim", "")), "labeller_verdict": str(c.get("verdict", "")), "verdict": v}
+            for i, (c, v) in enumerate(zip(label_claims, claims, strict=True))
+        )
+        rel_rows = tuple({"doc_id": d, "relevant": bool(r)} for d, r in sorted((relevance or {}).items()))
+        decision = Decision(queue, trace_id, reviewer.reviewer_id, reviewer.name, item.manifest_id,
+                            item.failure_mode, failure_mode, claim_rows, rel_rows, note, _now())
+        store.insert("review_decisions", [(
+            reviewer.tenant, queue, trace_id, reviewer.reviewer_id, reviewer.name, item.manifest_id,
+            item.failure_mode, failure_mode, json.dumps(list(claim_rows)), json.dumps(list(rel_rows)), note,
+            decision.decided_at,
+        )], ["tenant", "queue", "trace_id", "reviewer_id", "reviewer_name", "manifest_id", "labeller_failure_mode",
+             "failure_mode", "claims", "relevance", "note", "decided_at"])
+    return decision
+
+
+def list_decisions(store: Store, *, tenant: str, queue: str) -> list[Decision]:
+    rows = store.query_rows(
+        f"SELECT queue, trace_id, reviewer_id, reviewer_name, manifest_id, labeller_failure_mode, failure_mode, "
+        f"claims, relevance, note, decided_at FROM {store.table('review_decisions')} FINAL "
+        "WHERE tenant = {tenant:String} AND queue = {queue:String} ORDER BY trace_id, decided_at, reviewer_id",
+        {"tenant": tenant, "queue": queue},
+    )
+    return [Decision(str(q), str(t), str(rid), str(name), str(m), str(lm), str(fm),
+                     tuple(json.loads(c or "[]")), tuple(json.loads(rel or "[]")), str(note), at)
+            for q, t, rid, name, m, lm, fm, c, rel, note, at in rows]

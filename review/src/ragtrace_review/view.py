@@ -1,0 +1,131 @@
+"""What the item page shows: one trace and its label, arranged for a reviewer.
+
+Built from the stored trace (query, candidates per stage, supplied context, answer) and the label
+snapshot of the queue item (failure mode, claims with verdicts and evidence passage ids). Text
+stays raw here; the templates escape it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ragtrace_review.queues import QueueItem
+from ragtrace_store import Store
+from ragtrace_store.records import DocumentRef, TraceRecord
+
+
+@dataclass(frozen=True)
+class Candidate:
+    doc_id: str
+    retrieved_rank: int | None  # ranks shown from 1
+    retrieved_score: float | None
+    reranked_rank: int | None
+    reranked_score: float | None
+    #: positions gained by reranking (> 0 moved up, < 0 moved down); None if not in both lists
+    moved: int | None
+    in_context: bool
+    gold: bool
+    content: str | None = None
+
+
+@dataclass(frozen=True)
+class ContextPassage:
+    anchor: str  # HTML id, from the position (document ids are arbitrary text)
+    position: int
+    doc_id: str
+    content: str | None
+    gold: bool
+
+
+@dataclass(frozen=True)
+class ClaimView:
+    index: int
+    claim: str
+    verdict: str
+    support: float | None
+    passage_id: str | None
+    passage_anchor: str | None  # None when the evidence passage is not in the supplied context
+
+
+@dataclass(frozen=True)
+class ItemView:
+    trace_found: bool
+    query: str
+    answer: str | None
+    service: str
+    release: str
+    candidates: tuple[Candidate, ...]
+    context: tuple[ContextPassage, ...]
+    claims: tuple[ClaimView, ...]
+    generation_verdict: str
+    groundedness: float | None
+    abstained: bool
+    retrieval: dict[str, Any]
+    ranking: dict[str, Any]
+
+
+def _by_id(docs: tuple[DocumentRef, ...]) -> dict[str, DocumentRef]:
+    out: dict[str, DocumentRef] = {}
+    for d in docs:
+        out.setdefault(d.id, d)  # a duplicate id keeps its best (first) rank
+    return out
+
+
+def candidates(trace: TraceRecord) -> tuple[Candidate, ...]:
+    """Every document the query touched (reranked, then retrieved-only, then context-only), with its
+    rank in each list and how the reranker moved it."""
+    ret, rer, ctx_docs = _by_id(trace.retrieved), _by_id(trace.reranked), _by_id(trace.context)
+    ctx = set(ctx_docs)
+    gold = set(trace.gold_ids)
+    ids = list(rer) + [i for i in ret if i not in rer] + [i for i in ctx_docs if i not in rer and i not in ret]
+    out = []
+    for doc_id in ids:
+        a, b = ret.get(doc_id), rer.get(doc_id)
+        text = next((d.content for d in (b, a, ctx_docs.get(doc_id)) if d is not None and d.content is not None),
+                    None)
+        out.append(Candidate(
+            doc_id=doc_id,
+            retrieved_rank=a.rank + 1 if a else None, retrieved_score=a.score if a else None,
+            reranked_rank=b.rank + 1 if b else None, reranked_score=b.score if b else None,
+            moved=(a.rank - b.rank) if a and b else None,
+            in_context=doc_id in ctx, gold=doc_id in gold, content=text,
+        ))
+    return tuple(out)
+
+
+def item_view(store: Store, item: QueueItem) -> ItemView:
+    traces = list(store.read_traces(tenant=item.tenant, trace_ids=[item.trace_id], with_content=True))
+    trace = traces[0] if traces else None
+    label = item.label
+    context: tuple[ContextPassage, ...] = ()
+    anchors: dict[str, str] = {}
+    if trace is not None:
+        gold = set(trace.gold_ids)
+        context = tuple(ContextPassage(f"passage-{i + 1}", i + 1, d.id, d.content, d.id in gold)
+                        for i, d in enumerate(trace.context))
+        for p in context:
+            anchors.setdefault(p.doc_id, p.anchor)
+    gen = label.get("generation") or {}
+    claims = []
+    for i, c in enumerate(gen.get("claims") or []):
+        pid = c.get("passage_id")
+        support = c.get("support")
+        claims.append(ClaimView(i, str(c.get("claim", "")), str(c.get("verdict", "")),
+                                float(support) if support is not None else None,
+                                str(pid) if pid is not None else None, anchors.get(str(pid)) if pid else None))
+    return ItemView(
+        trace_found=trace is not None,
+        query=trace.query if trace else "",
+        answer=trace.answer if trace else None,
+        service=trace.service if trace else str(label.get("service", "")),
+        release=trace.release if trace else str(label.get("release", "")),
+        candidates=candidates(trace) if trace else (),
+        context=context,
+        claims=tuple(claims),
+        generation_verdict=str(gen.get("verdict", "")),
+        groundedness=gen.get("groundedness"),
+        abstained=bool(gen.get("abstained", False)),
+        retrieval=dict(label.get("retrieval") or {}),
+        ranking=dict(label.get("ranking") or {}),
+    )

@@ -1,0 +1,295 @@
+"""The one store-client factory and schema migrator, shared by the collector and the evaluator.
+
+A store is either a directory (embedded chDB, the default) or a ClickHouse server URL
+``http(s)://user:password@host:8123/database``. Both are reached through clickhouse-connect, so
+the code above this module never knows which one it talks to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from ragtrace_store.clock import utc_now
+from ragtrace_store.errors import StoreError, StoreLockedError
+from ragtrace_store.migrations import Migration, load_migrations
+from ragtrace_store.records import TraceRecord
+
+ENV_STORE = "RAGTRACE_STORE"
+DEFAULT_DATABASE = "ragtrace"
+_DB_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def arrow_table(columns: dict[str, list[Any]], time_columns: frozenset[str] = frozenset()) -> Any:
+    """Column lists as an Arrow table; ``time_columns`` hold integer milliseconds (UTC)."""
+    import pyarrow as pa
+
+    return pa.table({name: pa.array(values, type=pa.timestamp("ms", tz="UTC")) if name in time_columns
+                     else pa.array(values) for name, values in columns.items()})
+
+
+class _ArrowPathUnavailable(Exception):
+    """chDB's Arrow input path is not reachable in this clickhouse-connect version."""
+
+
+def default_store_path() -> Path:
+    """``$RAGTRACE_STORE``, else ``$XDG_DATA_HOME/ragtrace/store`` (``~/.local/share/ragtrace/store``)."""
+    env = os.environ.get(ENV_STORE)
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "ragtrace" / "store"
+
+
+def is_server_url(store: str) -> bool:
+    return store.startswith(("http://", "https://"))
+
+
+class Store:
+    """A connected store: a clickhouse-connect client plus the database name.
+
+    All SQL that interpolates user values uses server-side parameters (``{name:Type}``); only the
+    database name (validated against ``[A-Za-z_][A-Za-z0-9_]*``) is formatted into statements.
+    """
+
+    def __init__(self, client: Any, database: str, *, location: str, embedded: bool,
+                 variant: str = "single", cluster: str | None = None) -> None:
+        if not _DB_NAME.match(database):
+            raise StoreError(f"invalid database name {database!r}: use letters, digits and '_'")
+        self.client = client
+        self.database = database
+        self.location = location
+        self.embedded = embedded
+        self.variant = variant
+        self.cluster = cluster
+        self._arrow_ok = True
+        # clickhouse-connect clients are not safe for concurrent use; chDB even less so.
+        self.lock = threading.RLock()
+
+    # --- plumbing -------------------------------------------------------------------------
+    def table(self, name: str) -> str:
+        return f"{self.database}.{name}"
+
+    def command(self, sql: str, parameters: dict[str, Any] | None = None) -> Any:
+        with self.lock:
+            return self.client.command(sql, parameters=parameters)
+
+    def query_rows(self, sql: str, parameters: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        with self.lock:
+            return list(self.client.query(sql, parameters=parameters).result_rows)
+
+    def insert(self, table: str, rows: Sequence[Sequence[Any]], columns: Sequence[str]) -> None:
+        if not rows:
+            return
+        with self.lock:
+            self.client.insert(self.table(table), rows, column_names=list(columns))
+
+    def insert_columns(self, table: str, columns: dict[str, list[Any]],
+                       time_columns: frozenset[str] = frozenset()) -> int:
+        """Insert column lists (all the same length) in one statement; returns the row count.
+
+        ``time_columns`` hold DateTime64(3) values as integer milliseconds since the epoch (UTC).
+        Embedded chDB takes the batch through Arrow (chDB's ``Python()`` table function, the
+        engine's fastest input path); a server gets clickhouse-connect's Native insert over HTTP,
+        which any ClickHouse >= 24.8 accepts. Either way it is one INSERT per call.
+        """
+        names = list(columns)
+        n = len(columns[names[0]]) if names else 0
+        if n == 0:
+            return 0
+        with self.lock:
+            if self.embedded and self._arrow_ok:
+                try:
+                    self._insert_arrow(table, columns, time_columns)
+                    return n
+                except _ArrowPathUnavailable:
+                    self._arrow_ok = False
+            self.client.insert(self.table(table), [columns[c] for c in names], column_names=names,
+                               column_oriented=True)
+        return n
+
+    def _insert_arrow(self, table: str, columns: dict[str, list[Any]], time_columns: frozenset[str]) -> None:
+        try:
+            import pyarrow  # noqa: F401 -- a missing pyarrow means the Native insert path
+
+            conn = self.client._backend._handle.conn  # the engine connection clickhouse-connect holds
+        except (ImportError, AttributeError) as exc:
+            raise _ArrowPathUnavailable(str(exc)) from exc
+        self._insert_arrow_table(conn, table, arrow_table(columns, time_columns))
+
+    def _insert_arrow_table(self, conn: Any, table: str, ragtrace_batch: Any) -> None:
+        # chDB's Python() table function reads `ragtrace_batch` from this frame
+        cols = ", ".join(f"`{c}`" for c in ragtrace_batch.column_names)
+        conn.query(f"INSERT INTO {self.table(table)} ({cols}) SELECT {cols} FROM Python(ragtrace_batch)")
+
+    def insert_arrow(self, table: str, tables: list[Any]) -> int:
+        """Insert Arrow tables with the same columns in one statement; returns the row count.
+        Timestamps are DateTime64(3) columns. Embedded: straight through chDB's ``Python()``; a
+        server gets the rows through `insert_columns`' Native insert."""
+        import pyarrow as pa
+
+        combined = tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="default")
+        n = int(combined.num_rows)
+        if n == 0:
+            return 0
+        with self.lock:
+            if self.embedded and self._arrow_ok:
+                try:
+                    conn = self.client._backend._handle.conn
+                except AttributeError:
+                    self._arrow_ok = False
+                else:
+                    self._insert_arrow_table(conn, table, combined)
+                    return n
+        times = frozenset(name for name, col in zip(combined.column_names, combined.columns, strict=True)
+                          if pa.types.is_timestamp(col.type))
+        columns = {name: (col.cast(pa.int64()) if name in times else col).to_pylist()
+                   for name, col in zip(combined.column_names, combined.columns, strict=True)}
+        return self.insert_columns(table, columns, times)
+
+    def close(self) -> None:
+        # closing a dead connection must not mask the caller's error
+        with self.lock, contextlib.suppress(Exception):
+            self.client.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- schema ---------------------------------------------------------------------------
+    def applied_versions(self) -> set[int]:
+        try:
+            rows = self.query_rows(f"SELECT version FROM {self.table('schema_migrations')} FINAL")
+        except Exception:
+            return set()
+        return {int(r[0]) for r in rows}
+
+    def migrate(self) -> list[Migration]:
+        """Apply every migration not yet applied; idempotent. Returns those applied now."""
+        if self.variant == "cluster":
+            if not self.cluster or not _DB_NAME.match(self.cluster):
+                raise StoreError("the clustered schema needs a cluster name (letters, digits, '_'): "
+                                 "`ragtrace store migrate --variant cluster --cluster NAME`")
+            on = f" ON CLUSTER '{self.cluster}'"
+            # every node records the versions it has applied (DDL ON CLUSTER runs on all of them)
+            engine = (f"ReplicatedReplacingMergeTree('/clickhouse/tables/{{shard}}/{self.database}/"
+                      "schema_migrations', '{replica}')")
+        else:
+            on, engine = "", "ReplacingMergeTree"
+        self.command(f"CREATE DATABASE IF NOT EXISTS {self.database}{on}")
+        self.command(
+            f"CREATE TABLE IF NOT EXISTS {self.table('schema_migrations')}{on} "
+            "(version UInt32, name String, applied_at DateTime64(3, 'UTC')) "
+            f"ENGINE = {engine} ORDER BY version"
+        )
+        done = self.applied_versions()
+        applied = []
+        for mig in load_migrations(self.variant):
+            if mig.version in done:
+                continue
+            for stmt in mig.statements:
+                sql = stmt.replace("{db}", self.database)
+                if self.cluster:
+                    sql = sql.replace("{cluster}", self.cluster)
+                self.command(sql)
+            self.insert("schema_migrations", [(mig.version, mig.name, utc_now())],
+                        ["version", "name", "applied_at"])
+            applied.append(mig)
+        return applied
+
+    def pending_migrations(self) -> list[Migration]:
+        done = self.applied_versions()
+        return [m for m in load_migrations(self.variant) if m.version not in done]
+
+    # --- reading -------------------------------------------------------------------------
+    def read_traces(self, **filters: Any) -> Iterator[TraceRecord]:
+        """Assembled queries, newest first; see `ragtrace_store.traces.read_traces`."""
+        from ragtrace_store.traces import read_traces
+
+        return read_traces(self, **filters)
+
+
+def open_store(store: str | os.PathLike[str] | None = None, *, migrate: bool = True,
+               variant: str = "single", cluster: str | None = None) -> Store:
+    """Connect to a store: a directory (embedded chDB) or ``http(s)://user:password@host:port/db``.
+
+    ``None`` means ``$RAGTRACE_STORE`` or the per-user default directory. Raises `StoreLockedError`
+    when another process owns the embedded directory, `StoreError` for anything else.
+    """
+    import clickhouse_connect
+
+    location = str(store) if store is not None else str(default_store_path())
+    if is_server_url(location):
+        url = urlparse(location)
+        database = (url.path or "/").strip("/") or DEFAULT_DATABASE
+        try:
+            client = clickhouse_connect.get_client(
+                host=url.hostname or "localhost",
+                port=url.port or (8443 if url.scheme == "https" else 8123),
+                username=unquote(url.username or "default"),
+                password=unquote(url.password or ""),
+                secure=url.scheme == "https",
+                database="default",
+            )
+        except Exception as exc:
+            raise StoreError(f"cannot reach the ClickHouse server at {url.hostname}:{url.port}: {exc}") from exc
+        st = Store(client, database, location=_redacted(location), embedded=False, variant=variant, cluster=cluster)
+    else:
+        path = Path(location).expanduser()
+        if path.exists() and not path.is_dir():
+            raise StoreError(f"--store {path} is a file; give a directory (embedded store) or a server URL")
+        path.mkdir(parents=True, exist_ok=True)
+        try:
+            client = clickhouse_connect.get_client(interface="chdb", path=str(path))
+        except Exception as exc:
+            if "lock" in str(exc).lower() or _locked_by_another_process(path):
+                raise StoreLockedError(
+                    f"the embedded store {path} is in use by another process (usually `ragtrace serve`). "
+                    "An embedded store allows one process at a time: run this command through the "
+                    "serving process (e.g. `ragtrace audit --server URL`), stop it first, or use a "
+                    "ClickHouse server URL for --store."
+                ) from exc
+            raise StoreError(f"cannot open the embedded store {path}: {exc}") from exc
+        st = Store(client, DEFAULT_DATABASE, location=str(path), embedded=True, variant=variant)
+    if migrate:
+        st.migrate()
+    return st
+
+
+def _locked_by_another_process(path: Path) -> bool:
+    """Whether a server process holds the embedded engine's lock on ``<path>/status``.
+
+    chDB reports a held lock only on stderr and raises a generic "Failed to create connection",
+    so after a failed open the lock itself is asked (flock, as ClickHouse takes it).
+    """
+    import fcntl
+
+    status = path / "status"
+    if not status.exists():
+        return False
+    try:
+        with status.open("rb") as fh:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    except OSError:
+        return False
+    return False
+
+
+def _redacted(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    parsed = urlparse(url)
+    if parsed.password:
+        return url.replace(f":{parsed.password}@", ":***@")
+    return url

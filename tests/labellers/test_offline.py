@@ -1,0 +1,189 @@
+"""The offline labeller against the real MiniLM: contradictions cosine cannot see, paraphrases,
+abstentions, the cache, and speed-relevant batching."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragtrace_evaluator.labellers.protocol import GroundingLabeller, Passage
+from ragtrace_evaluator.labellers.registry import make_grounding_labeller
+
+PASSAGES = [
+    Passage("water", "Water boils at 100 degrees Celsius at sea level. It freezes at 0 degrees Celsius."),
+    Passage("tower", "The Eiffel Tower was completed in March 1889 in Paris. It is 330 metres tall and was "
+                     "designed by the engineering company of Gustave Eiffel."),
+    Passage("drug", "The trial found that the drug reduced blood pressure in adults over 60."),
+]
+
+
+def verdict_of(offline, answer: str) -> str:  # type: ignore[no-untyped-def]
+    return offline.judge(answer, PASSAGES).verdict  # type: ignore[no-any-return]
+
+
+def test_protocol_and_manifest(offline) -> None:  # type: ignore[no-untyped-def]
+    assert isinstance(offline, GroundingLabeller)
+    m = offline.manifest()
+    assert m["kind"] == "offline" and len(m["file_hash"]) == 64
+    assert m["thresholds"] == {"support": 0.5, "contradiction": 0.5} and m["formula_version"]
+
+
+@pytest.mark.parametrize("answer", [
+    "Water boils at 100 degrees Celsius at sea level.",
+    "At sea level, water boils at 100 degrees Celsius.",
+    "The drug reduced blood pressure in adults over 60, the trial found.",
+    "The Eiffel Tower, which is 330 metres tall, was completed in 1889.",
+    "In adults over 60, the drug reduced blood pressure.",
+])
+def test_supported_and_paraphrased_claims_are_entailed(offline, answer: str) -> None:  # type: ignore[no-untyped-def]
+    result = offline.judge(answer, PASSAGES)
+    assert result.verdict == "entailed", result
+    assert result.groundedness == 1.0
+
+
+@pytest.mark.parametrize(("answer", "kind"), [
+    ("Water boils at 50 degrees Celsius at sea level.", "number"),
+    ("The Eiffel Tower is 450 metres tall.", "number"),
+    ("The Eiffel Tower was completed in 1901 in Paris.", "date"),
+    ("The Eiffel Tower was completed in June 1889 in Paris.", "date"),
+    ("The Eiffel Tower was completed in March 1889 in Lyon.", "name"),
+    ("The trial found that the drug did not reduce blood pressure in adults over 60.", "negation"),
+])
+def test_contradictions_are_caught(offline, answer: str, kind: str) -> None:  # type: ignore[no-untyped-def]
+    result = offline.judge(answer, PASSAGES)
+    assert result.verdict == "contradicted", (kind, result)
+    assert result.groundedness == 0.0
+    claim = result.claims[0]
+    assert claim.contradiction >= 0.5 and claim.entailment < 0.5
+    assert claim.passage_id in {"water", "tower", "drug"}
+
+
+def test_cosine_alone_would_accept_the_contradicted_number(embedder) -> None:  # type: ignore[no-untyped-def]
+    # Why the lexical checks exist: MiniLM rates the false claim as near-identical.
+    a, b = embedder.embed(["Water boils at 50 degrees Celsius at sea level.",
+                           "Water boils at 100 degrees Celsius at sea level."])
+    assert float(a @ b) > 0.85
+
+
+def test_unsupported_claim_is_neutral_and_counts_against_groundedness(offline) -> None:  # type: ignore[no-untyped-def]
+    result = offline.judge("Water boils at 100 degrees Celsius at sea level. The tower was painted blue by "
+                           "Pablo Picasso during the war.", PASSAGES)
+    assert [c.verdict for c in result.claims] == ["entailed", "neutral"]
+    assert result.verdict == "neutral" and result.groundedness == 0.5
+    assert result.score is not None and result.score < 0.5
+
+
+@pytest.mark.parametrize(("answer", "kind", "verdict"), [
+    ("I cannot answer that from the provided context.", "abstention", "abstained"),
+    ("The passages do not mention the boiling point of mercury.", "abstention", "abstained"),
+    ("haha, I agree!", "generic", "neutral"),
+])
+def test_no_claim_answers_have_undefined_groundedness(offline, answer, kind, verdict) -> None:  # type: ignore[no-untyped-def]
+    result = offline.judge(answer, PASSAGES)
+    assert result.kind == kind and result.verdict == verdict
+    assert result.groundedness is None and result.score is None and result.claims == ()
+    assert result.abstained is (kind == "abstention")
+
+
+def test_cache_hits_on_repeated_passages(offline, embedder) -> None:  # type: ignore[no-untyped-def]
+    offline.judge("The Eiffel Tower is in Paris.", PASSAGES)
+    misses = embedder.misses
+    hits = embedder.hits
+    results = offline.judge_many([("The Eiffel Tower is in Paris.", PASSAGES)] * 5)
+    assert embedder.misses == misses  # nothing new embedded
+    assert embedder.hits > hits
+    assert len({r for r in results}) == 1
+
+
+def test_judge_many_equals_judge(offline) -> None:  # type: ignore[no-untyped-def]
+    answers = ["Water freezes at 0 degrees Celsius.", "I don't know.", "The tower is 330 metres tall."]
+    assert offline.judge_many([(a, PASSAGES) for a in answers]) == [offline.judge(a, PASSAGES) for a in answers]
+
+
+def test_no_passages_means_nothing_is_entailed(offline) -> None:  # type: ignore[no-untyped-def]
+    result = offline.judge("Water boils at 100 degrees Celsius.", [])
+    assert result.verdict == "neutral" and result.groundedness == 0.0
+
+
+def test_factory_names() -> None:
+    assert make_grounding_labeller("offline").manifest.__self__.kind == "offline"  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="unknown grounding labeller"):
+        make_grounding_labeller("magic")
+
+
+def test_persistent_cache_round_trip(tmp_path, embedder) -> None:  # type: ignore[no-untyped-def]
+    from ragtrace_evaluator.labellers.embedding import SentenceEmbedder
+
+    first = SentenceEmbedder(cache_dir=tmp_path)
+    first._model, first._tokenizer, first._torch = embedder._model, embedder._tokenizer, embedder._torch
+    vec = first.embed(["a sentence to persist"])
+    first.save()
+    second = SentenceEmbedder(cache_dir=tmp_path)
+    again = second.embed(["a sentence to persist"])  # from disk: the model never loads
+    assert second._model is None and second.hits == 1
+    assert (again == vec).all()
+
+
+def test_onnx_backend_matches_torch(embedder) -> None:  # type: ignore[no-untyped-def]
+    import numpy as np
+
+    from ragtrace_evaluator.labellers.embedding import SentenceEmbedder
+    from ragtrace_evaluator.labellers.onnx_backend import available
+
+    if not available():
+        pytest.skip("onnx/onnxruntime not installed: the embedder runs on torch (covered by the other tests)")
+    texts = ["A padded short one.", "Water boils at 100 degrees Celsius at sea level, as every cook knows."]
+    got = embedder.embed(texts)
+    assert embedder.backend_note.startswith("onnx"), embedder.backend_note
+    reference = SentenceEmbedder(backend="torch").embed(texts)
+    assert np.abs(got - reference).max() < 1e-4
+
+
+def test_cache_is_bounded_least_recently_used_first(embedder) -> None:  # type: ignore[no-untyped-def]
+    from ragtrace_evaluator.labellers.embedding import SentenceEmbedder
+
+    small = SentenceEmbedder(max_entries=2)
+    small._model, small._tokenizer, small._torch = embedder._model, embedder._tokenizer, embedder._torch
+    small._onnx = embedder._onnx
+    assert small.embed(["one", "two", "three"]).shape == (3, 384)  # a call above the bound still returns all
+    assert len(small._cache) == 2
+    small.embed(["two"])  # "two" becomes most recent
+    small.embed(["four"])
+    assert small.misses == 4 and small.hits == 1
+    small.embed(["two"])
+    assert small.hits == 2  # kept: "three" was the least recently used
+
+
+def test_a_name_stated_elsewhere_in_the_passage_is_no_substitution(offline) -> None:  # type: ignore[no-untyped-def]
+    # The claim joins two sentences of one page: the aligned sentence lacks "Gustave" and names
+    # "Paris", but the page states both, so nothing is contradicted.
+    page = Passage("page", "The Eiffel Tower was completed in March 1889 in Paris. Tickets are sold online. "
+                           "The lifts were renovated in 1983. Visitors climb to the second floor by stairs. "
+                           "The engineering company of Gustave Eiffel designed it.")
+    result = offline.judge("The Eiffel Tower, designed by the company of Gustave Eiffel, was completed in 1889.",
+                           [page])
+    assert result.verdict != "contradicted", result
+    assert result.claims[0].contradiction == 0.0
+
+
+def test_unseen_and_persona_features(offline) -> None:  # type: ignore[no-untyped-def]
+    sentences = ["The Eiffel Tower was completed in March 1889 in Paris.", "It is 330 metres tall."]
+    vecs = offline.embedder.embed(["x", *sentences])
+
+    def feats(claim: str):  # type: ignore[no-untyped-def]
+        return offline.claim_features(claim, vecs[0], sentences, [0, 0], vecs[1:])
+
+    exact = feats("The Eiffel Tower was completed in 1889.")
+    assert exact.unseen == 0.0 and exact.persona == 0.0
+    # one of five content stems (eiffel, tower, complet, 1889, napoleon) is in no passage
+    assert abs(feats("The Eiffel Tower was completed in 1889 by Napoleon.").unseen - 1 / 5) < 1e-9
+    # every word is in the evidence, but the passage says nothing about the speaker
+    assert feats("I have been to Paris.").persona == 1.0
+    assert feats("I think the Eiffel Tower was completed in 1889.").persona == 0.0  # a hedge, not a persona
+    assert len(exact.vector()) == 7
+
+
+def test_a_one_word_sentence_beside_a_supported_claim_is_judged(offline) -> None:  # type: ignore[no-untyped-def]
+    result = offline.judge("Water boils at 100 degrees Celsius at sea level. It is poisonous.", PASSAGES)
+    assert [c.claim for c in result.claims] == ["Water boils at 100 degrees Celsius at sea level.", "It is poisonous."]
+    assert [c.verdict for c in result.claims] == ["entailed", "neutral"]
+    assert result.verdict == "neutral"

@@ -1,0 +1,101 @@
+"""Relevance labellers: the offline default on MiniLM, NLI relevance on a tiny classifier, and eRAG
+with a tiny randomly initialised causal LM the test saves itself (plus, marked slow, SmolLM2)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ragtrace_evaluator.labellers.erag import CausalLMReader, ERAGRelevance, smollm2_location, token_f1
+from ragtrace_evaluator.labellers.protocol import Passage, RelevanceLabeller
+from ragtrace_evaluator.labellers.registry import make_relevance_labeller
+from ragtrace_evaluator.labellers.relevance import RELEVANCE_THRESHOLD, LexicalEmbeddingRelevance, NLIRelevance
+
+PASSAGES = [
+    Passage("gold", "Shirley Temple served as Chief of Protocol of the United States from 1976 to 1977."),
+    Passage("topical", "Shirley Temple starred in many films as a child actress in the 1930s."),
+    Passage("off", "The Amazon river carries more water than any other river in the world."),
+    Passage("empty", ""),
+]
+
+
+def test_offline_relevance_orders_gold_topical_unrelated(embedder) -> None:  # type: ignore[no-untyped-def]
+    labeller = LexicalEmbeddingRelevance(embedder=embedder)
+    assert isinstance(labeller, RelevanceLabeller)
+    query = "What government position did Shirley Temple hold?"
+    without = labeller.relevance(query, PASSAGES)
+    assert without[2] < RELEVANCE_THRESHOLD <= without[0] and without[3] == 0.0
+    with_ref = labeller.relevance(query, PASSAGES, reference="Chief of Protocol")
+    assert with_ref[0] > with_ref[1] > with_ref[2]
+    assert with_ref[0] >= RELEVANCE_THRESHOLD > with_ref[1]
+    assert labeller.manifest()["thresholds"] == {"relevance": RELEVANCE_THRESHOLD}
+
+
+def test_token_f1() -> None:
+    assert token_f1("the Chief of Protocol", "Chief of Protocol") == 1.0
+    assert token_f1("Chief", "Chief of Protocol") == pytest.approx(0.5)
+    assert token_f1("", "x") == 0.0 and token_f1("ambassador", "Chief of Protocol") == 0.0
+
+
+def _tiny_causal_lm(folder: Path) -> Path:
+    import torch
+    import transformers
+
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "answer", "question", "context", "the", "chief",
+             "of", "protocol", "shirley", "temple", "amazon", "river", ":", ".", "?", "a", "reply", "with",
+             "short", "using", "only"]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "vocab.txt").write_text("\n".join(words) + "\n")
+    tok = transformers.BertTokenizerFast(str(folder / "vocab.txt"), do_lower_case=True)
+    tok.eos_token = "[SEP]"
+    tok.save_pretrained(folder)
+    config = transformers.GPT2Config(vocab_size=len(words), n_positions=256, n_embd=16, n_layer=1, n_head=2,
+                                     bos_token_id=2, eos_token_id=3, pad_token_id=0)
+    torch.manual_seed(0)
+    transformers.GPT2LMHeadModel(config).save_pretrained(folder)
+    return folder
+
+
+def test_erag_with_a_tiny_causal_lm(tmp_path: Path) -> None:
+    reader = CausalLMReader(_tiny_causal_lm(tmp_path / "lm"), max_new_tokens=4)
+    labeller = ERAGRelevance(reader)
+    query = "What government position did Shirley Temple hold?"
+    scores = labeller.relevance(query, PASSAGES, reference="Chief of Protocol")
+    assert len(scores) == 4 and all(0.0 <= s <= 1.0 for s in scores) and scores[3] == 0.0
+    answers = labeller.last_answers
+    # Greedy decoding is deterministic and answers are cached per (query, document).
+    assert labeller.relevance(query, PASSAGES, reference="Chief of Protocol") == scores
+    assert reader.answer(query, PASSAGES[0].text) == answers[0]
+    # Each score is exactly the token F1 of that document's reader answer against the reference.
+    assert scores == [round(token_f1(a, "Chief of Protocol"), 6) for a in answers]
+    with pytest.raises(ValueError, match="reference"):
+        labeller.relevance(query, PASSAGES)
+    assert labeller.manifest()["kind"] == "erag" and labeller.manifest()["decoding"] == "greedy"
+
+
+def test_nli_relevance_needs_a_reference(tmp_path: Path, build_tiny_nli) -> None:  # type: ignore[no-untyped-def]
+    model_dir = build_tiny_nli(tmp_path / "nli", {0: "contradiction", 1: "entailment", 2: "neutral"}, winner=1)
+    labeller = NLIRelevance(str(model_dir))
+    scores = labeller.relevance("q", PASSAGES, reference="the chief of protocol")
+    assert scores[0] > 0.9 and scores[3] == 0.0
+    with pytest.raises(ValueError, match="reference answer"):
+        labeller.relevance("q", PASSAGES)
+
+
+def test_relevance_factory() -> None:
+    assert make_relevance_labeller("offline").threshold == RELEVANCE_THRESHOLD
+    assert isinstance(make_relevance_labeller("erag:smollm2"), ERAGRelevance)
+    with pytest.raises(ValueError, match="unknown relevance labeller"):
+        make_relevance_labeller("bm25")
+
+
+@pytest.mark.skipif(not os.environ.get("RAGTRACE_SLOW_TESTS"),
+                    reason="loads SmolLM2 (~20 s, ~1 GB); set RAGTRACE_SLOW_TESTS=1 to run")
+def test_erag_with_smollm2() -> None:
+    smollm2_location()
+    labeller = ERAGRelevance(CausalLMReader("smollm2", max_new_tokens=16))
+    scores = labeller.relevance("What government position did Shirley Temple hold?", PASSAGES[:3],
+                                reference="Chief of Protocol")
+    assert scores[0] > scores[2], labeller.last_answers

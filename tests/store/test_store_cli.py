@@ -1,0 +1,42 @@
+"""`ragtrace store` against a ClickHouse HTTP endpoint (chDB behind it), as a user runs it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+from ragtrace_store import open_store
+
+RAGTRACE = str(Path(sys.executable).with_name("ragtrace"))
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([RAGTRACE, "store", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_migrate_status_retention_and_print(chdb_http_server: str) -> None:
+    url = chdb_http_server.rsplit("/", 1)[0] + f"/cli_{uuid.uuid4().hex[:8]}"  # a fresh database
+    first = _run("migrate", "--store", url)
+    assert first.returncode == 0, first.stderr
+    assert "0001_core" in first.stdout and "0002_labels" in first.stdout
+    again = _run("migrate", "--store", url)
+    assert again.returncode == 0 and "up to date" in again.stdout
+    status = _run("status", "--store", url)
+    assert status.returncode == 0 and "pending    none" in status.stdout
+    assert "queries           0 rows" in status.stdout and "reference_answers 0 rows" in status.stdout
+    ttl = _run("retention", "--store", url, "--days", "30")
+    assert ttl.returncode == 0 and "30 day" in ttl.stdout
+    store = open_store(url, migrate=False)
+    try:
+        (engine,) = store.query_rows("SELECT engine_full FROM system.tables WHERE database = {d:String} "
+                                     "AND name = 'spans'", {"d": store.database})[0]
+    finally:
+        store.close()
+    assert "TTL toDateTime(start_time) + toIntervalDay(30)" in engine
+    printed = _run("migrate", "--variant", "cluster", "--cluster", "prod", "--print")
+    assert printed.returncode == 0 and "ON CLUSTER 'prod'" in printed.stdout and "{cluster}" not in printed.stdout
+    assert _run("migrate", "--variant", "cluster").returncode == 2  # needs --cluster
+    bad = _run("status", "--store", "http://127.0.0.1:1/nowhere")
+    assert bad.returncode == 2 and "cannot reach" in bad.stderr
