@@ -9,7 +9,6 @@ Every failure is an `OtlpError` carrying the HTTP status and a reason the sender
 from __future__ import annotations
 
 import base64
-import binascii
 import zlib
 from typing import Any
 
@@ -178,7 +177,3 @@ def _varint(n: int) -> bytes:
         else:
             out.append(b)
             return bytes(out)
-
-
-def hex_id(raw: bytes) -> str:
-    return binascii.hexlify(raw).decode("ascii")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -115,10 +115,6 @@ class CollectorSettings:
             raise ValueError("batch_interval and shutdown_timeout must be > 0 and audit_every >= 0 (seconds)")
 
     @property
-    def auth_required(self) -> bool:
-        return bool(self.tokens)
-
-    @property
     def spool_path(self) -> Path:
         return Path(self.spool_dir).expanduser() if self.spool_dir else default_spool_dir(self.store)
 
@@ -163,9 +159,6 @@ class CollectorSettings:
             if value is not None:
                 values[name] = value
         return cls(**values)
-
-    def with_(self, **changes: Any) -> CollectorSettings:
-        return replace(self, **changes)
 
 
 def _parse_bool(text: str) -> bool:

@@ -22,7 +22,6 @@ import contextlib
 import io
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -427,8 +426,3 @@ def demo_main(argv: list[str]) -> int:
         except KeyboardInterrupt:
             collector.stop()
     return 0
-
-
-def cleanup(out: Path) -> None:
-    """Remove a demo output folder (tests use it)."""
-    shutil.rmtree(out, ignore_errors=True)

@@ -34,7 +34,6 @@ from ragtrace_store import DEFAULT_TENANT, Store
 
 FAILURE_MODES = ("retrieval_gap", "rank_inversion", "under_use", "fabrication", "ok")
 CLAIM_VERDICTS = ("entailed", "neutral", "contradicted")
-REASONS = ("disagreement", "low_confidence", "mode")
 LEASE = timedelta(minutes=30)
 _ASSIGN_LOCK = threading.Lock()
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 _SHARD = re.compile(r"^(\d+)/(\d+)$")
@@ -101,15 +101,3 @@ def stratify_arg(text: str | None) -> tuple[str, ...]:
     if not text:
         return ()
     return tuple(s.strip() for s in text.split(",") if s.strip())
-
-
-def strata_counts(candidates: Sequence[Candidate], chosen: Iterable[str],
-                  stratify: Sequence[str]) -> dict[str, int]:
-    """How many chosen traces fall in each stratum, keyed ``"release=r1,route=/a"`` (for the report)."""
-    wanted = set(chosen)
-    out: dict[str, int] = {}
-    for c in candidates:
-        if c.trace_id in wanted:
-            key = ",".join(f"{col}={getattr(c, col)}" for col in stratify) or "all"
-            out[key] = out.get(key, 0) + 1
-    return out

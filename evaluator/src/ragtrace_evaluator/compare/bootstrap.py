@@ -137,11 +137,6 @@ class PairedBootstrapResult:
     def defined(self) -> bool:
         return bool(np.isfinite(self.delta))
 
-    def interval(self, method: str = "bca") -> Interval:
-        if method not in METHODS:
-            raise ValueError(f"unknown interval method {method!r}: use one of {METHODS}")
-        return self.bca if method == "bca" else self.percentile
-
     def to_json(self) -> dict[str, Any]:
         return {
             "n": self.n, "n_baseline": _num(self.n_baseline), "n_candidate": _num(self.n_candidate),
