@@ -52,3 +52,15 @@ def test_compose_services_use_real_commands_and_settings() -> None:
         macros = (COMPOSE.parent / "clickhouse" / f"macros-{i}.xml").read_text()
         assert f"<replica>clickhouse-{i}</replica>" in macros
     assert "<ragtrace>" in (COMPOSE.parent / "clickhouse" / "cluster.xml").read_text()
+
+
+def test_the_image_copies_every_source_root() -> None:
+    """The Dockerfile installs the project from its folders: each package's folder must be copied."""
+    import tomllib
+
+    root = COMPOSE.parents[2]
+    where = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["where"]
+    dockerfile = (COMPOSE.parent / "Dockerfile").read_text()
+    for source_root in where:
+        folder = source_root.split("/")[0] if source_root != "." else "ragtrace"
+        assert f"COPY {folder} {folder}" in dockerfile, folder
