@@ -1,7 +1,37 @@
-"""Schema migrations: numbered SQL files shipped in ``ragtrace_store/migrations/<variant>/``."""
+"""Schema migrations: numbered SQL files in ``ragtrace_store/migrations/single/``, one schema source.
+
+The single-node DDL (``single/NNNN_name.sql``; statements separated by lines holding only ``;``,
+every statement idempotent, ``{db}`` standing for the database) is the only schema there is.
+``load_migrations("cluster")`` generates the clustered variant from it, statement by statement.
+Every single-node ``CREATE TABLE IF NOT EXISTS {db}.<name> (...) ENGINE = <X>MergeTree(<args>) ...``
+becomes two statements:
+
+* ``CREATE TABLE IF NOT EXISTS {db}.<name>_local ON CLUSTER '{cluster}' (...)`` with
+  ``ENGINE = Replicated<X>MergeTree('/clickhouse/tables/{shard}/{db}/<name>', '{replica}', <args>)``
+  and everything else (columns, codecs, defaults, PARTITION BY, ORDER BY, TTL, SETTINGS, indexes)
+  copied verbatim: the replicated table on every node;
+* ``CREATE TABLE IF NOT EXISTS {db}.<name> ON CLUSTER '{cluster}' AS {db}.<name>_local``
+  with ``ENGINE = Distributed('{cluster}', '{db}', '<name>_local', <sharding key>)``: what the
+  collector and the evaluator read and write.
+
+The one thing that cannot be derived, the sharding key, is declared in the single-node SQL by a
+comment line directly before the table's ``CREATE TABLE``::
+
+    -- cluster: shard by cityHash64(trace_id)
+    CREATE TABLE IF NOT EXISTS {db}.spans
+    ...
+
+Rows that deduplicate together (one trace's spans, one passage hash, one tenant's review state)
+must share a shard, or FINAL is wrong across shards; choose the key accordingly. A table without
+the line, a line not followed by its CREATE TABLE, or a statement the generator does not know how
+to translate (ALTER, views, non-MergeTree engines, ...) is an error here rather than a guess: extend
+``cluster_statements`` when a migration needs one. ``{cluster}`` is the cluster name (replaced by
+`Store.migrate`); ``{shard}`` and ``{replica}`` are the servers' own macros.
+"""
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -17,10 +47,16 @@ class Migration:
 
 
 def load_migrations(variant: str = "single") -> list[Migration]:
-    """Migrations shipped in ``ragtrace_store/migrations/<variant>/NNNN_name.sql``, in version order."""
+    """The migrations in version order: ``single`` as shipped in ``migrations/single/``, ``cluster``
+    generated from them (see the module docstring)."""
     if variant not in ("single", "cluster"):
         raise StoreError(f"unknown schema variant {variant!r}: use 'single' or 'cluster'")
-    folder = resources.files("ragtrace_store").joinpath("migrations", variant)
+    return list(_single() if variant == "single" else _cluster())
+
+
+@functools.cache
+def _single() -> tuple[Migration, ...]:
+    folder = resources.files("ragtrace_store").joinpath("migrations", "single")
     found = []
     for entry in folder.iterdir():
         m = re.match(r"^(\d{4})_(\w+)\.sql$", entry.name)
@@ -29,7 +65,116 @@ def load_migrations(variant: str = "single") -> list[Migration]:
         text = entry.read_text(encoding="utf-8")
         statements = tuple(s.strip() for s in re.split(r"^;\s*$", text, flags=re.M) if _has_sql(s))
         found.append(Migration(int(m.group(1)), m.group(2), statements))
-    return sorted(found, key=lambda mig: mig.version)
+    return tuple(sorted(found, key=lambda mig: mig.version))
+
+
+@functools.cache
+def _cluster() -> tuple[Migration, ...]:
+    out = []
+    for mig in _single():
+        try:
+            statements = tuple(s for stmt in mig.statements for s in cluster_statements(stmt))
+        except StoreError as exc:
+            raise StoreError(f"migration {mig.version:04d}_{mig.name}: {exc}") from None
+        out.append(Migration(mig.version, mig.name, statements))
+    return tuple(out)
+
+
+_SHARD_BY = re.compile(r"^[ \t]*--[ \t]*cluster:[ \t]*shard by[ \t]+(?P<key>.+?)[ \t]*$", re.M | re.I)
+_CREATE = re.compile(r"^[ \t]*CREATE\s+TABLE\s+IF\s+NOT\s+EXISTS\s+(?P<table>\{db\}\.(?P<name>\w+))",
+                     re.M | re.I)
+_ENGINE = re.compile(r"\bENGINE\s*=\s*(?P<engine>\w+)", re.I)
+
+
+def cluster_statements(stmt: str) -> list[str]:
+    """The clustered statements for one single-node statement: its replicated ``_local`` table and
+    the Distributed table on top. Raises `StoreError` for anything it cannot translate faithfully."""
+    code = _mask(stmt)
+    create = _CREATE.search(code)
+    if not create or code[:create.start()].strip():
+        head = code.strip().split("\n", 1)[0][:80]
+        raise StoreError(f"cannot generate the clustered variant of {head!r}: only "
+                         "`CREATE TABLE IF NOT EXISTS {db}.<name> ... ENGINE = ...MergeTree` is supported")
+    name = create.group("name")
+    if re.search(r"\bON\s+CLUSTER\b", code, re.I):
+        raise StoreError(f"table {name}: the single-node DDL must not say ON CLUSTER (it is generated)")
+    if re.search(r"\bAS\s+SELECT\b|\bAS\s+\{db\}", code, re.I):
+        raise StoreError(f"table {name}: CREATE TABLE ... AS is not supported; spell the columns out")
+
+    # the sharding key: `-- cluster: shard by EXPR`, the line directly before CREATE TABLE
+    keys = list(_SHARD_BY.finditer(stmt))
+    before = stmt[:create.start()].rstrip("\n").rsplit("\n", 1)[-1]
+    if len(keys) != 1 or not _SHARD_BY.fullmatch(before):
+        raise StoreError(f"table {name}: put exactly one `-- cluster: shard by EXPR` line directly before "
+                         "its CREATE TABLE (the Distributed table's sharding key)")
+    key = keys[0].group("key")
+
+    engines = list(_ENGINE.finditer(code))
+    if len(engines) != 1:
+        raise StoreError(f"table {name}: expected one ENGINE clause, found {len(engines)}")
+    engine = engines[0]
+    family = engine.group("engine")
+    if not family.endswith("MergeTree") or family.startswith("Replicated"):
+        raise StoreError(f"table {name}: engine {family} has no replicated twin to generate; use a "
+                         "non-replicated *MergeTree engine")
+    end = engine.end("engine")
+    args = ""
+    after = code[end:]
+    if after.lstrip().startswith("("):
+        open_at = end + (len(after) - len(after.lstrip()))
+        close_at = _closing(code, open_at)
+        args = stmt[open_at + 1:close_at].strip()
+        end = close_at + 1
+    replication = f"'/clickhouse/tables/{{shard}}/{{db}}/{name}', '{{replica}}'"
+    replicated = f"Replicated{family}({replication}{', ' + args if args else ''})"
+
+    local = (stmt[:create.start("table")] + f"{{db}}.{name}_local ON CLUSTER '{{cluster}}'"
+             + stmt[create.end("table"):engine.start("engine")] + replicated + stmt[end:])
+    distributed = (f"CREATE TABLE IF NOT EXISTS {{db}}.{name} ON CLUSTER '{{cluster}}' AS {{db}}.{name}_local\n"
+                   f"ENGINE = Distributed('{{cluster}}', '{{db}}', '{name}_local', {key})")
+    return [local, distributed]
+
+
+def _mask(sql: str) -> str:
+    """``sql`` with comments and quoted strings/identifiers blanked (same length, newlines kept), so
+    the clauses can be found by position without being fooled by their text."""
+    out = list(sql)
+    i, n = 0, len(sql)
+    while i < n:
+        c = sql[i]
+        if sql.startswith("--", i):
+            j = sql.find("\n", i)
+            j = n if j < 0 else j
+        elif sql.startswith("/*", i):
+            j = sql.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+        elif c in "'\"`":
+            j = i + 1
+            while j < n and sql[j] != c:
+                j += 2 if sql[j] == "\\" else 1
+            j = min(j + 1, n)
+            i += 1  # keep the opening quote
+            j -= 1  # and the closing one
+        else:
+            i += 1
+            continue
+        for k in range(i, j):
+            if out[k] != "\n":
+                out[k] = " "
+        i = j + 1 if c in "'\"`" else j
+    return "".join(out)
+
+
+def _closing(code: str, open_at: int) -> int:
+    depth = 0
+    for i in range(open_at, len(code)):
+        if code[i] == "(":
+            depth += 1
+        elif code[i] == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+    raise StoreError("unbalanced parentheses in the ENGINE clause")
 
 
 def _has_sql(chunk: str) -> bool:

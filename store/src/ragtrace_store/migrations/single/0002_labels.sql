@@ -1,5 +1,8 @@
 -- ragtrace store, version 2: evaluator output. One row per (trace, labeller manifest).
 -- Labels from different manifests are never mixed silently: every reader filters by manifest_id.
+-- The clustered variant is generated from this file by ragtrace_store.migrations; the line
+-- `-- cluster: shard by EXPR` directly before each CREATE TABLE is its sharding key.
+-- cluster: shard by cityHash64(manifest_id)
 CREATE TABLE IF NOT EXISTS {db}.manifests
 (
     manifest_id  String,   -- sha256 of the canonical manifest JSON (first 16 hex chars)
@@ -9,6 +12,7 @@ CREATE TABLE IF NOT EXISTS {db}.manifests
 ENGINE = ReplacingMergeTree
 ORDER BY manifest_id
 ;
+-- cluster: shard by cityHash64(trace_id)
 CREATE TABLE IF NOT EXISTS {db}.labels
 (
     tenant           LowCardinality(String),

@@ -1,9 +1,13 @@
 -- ragtrace store, version 3: human review. Every row carries its tenant; a reviewer belongs to one
 -- tenant and sees only that tenant's queues. Mutable rows (a reviewer disabled, a session revoked)
 -- are new versions of the same key in a ReplacingMergeTree; readers use FINAL.
+-- The clustered variant is generated from this file by ragtrace_store.migrations; the line
+-- `-- cluster: shard by EXPR` directly before each CREATE TABLE is its sharding key (tenant,
+-- so one tenant's review state stays on one shard).
 
 -- Reviewers log in with a token that is stored only as its sha256 (tokens are 256-bit random, so
 -- an unsalted hash is enough: nothing to brute-force).
+-- cluster: shard by cityHash64(tenant)
 CREATE TABLE IF NOT EXISTS {db}.reviewers
 (
     tenant        LowCardinality(String),
@@ -19,6 +23,7 @@ ORDER BY (tenant, reviewer_id)
 ;
 -- Browser sessions, looked up by the sha256 of the random id in the signed cookie. Logging out or
 -- disabling the reviewer ends them server-side.
+-- cluster: shard by cityHash64(tenant)
 CREATE TABLE IF NOT EXISTS {db}.review_sessions
 (
     tenant        LowCardinality(String),
@@ -33,6 +38,7 @@ CREATE TABLE IF NOT EXISTS {db}.review_sessions
 ENGINE = ReplacingMergeTree(updated_at)
 ORDER BY (session_hash)
 ;
+-- cluster: shard by cityHash64(tenant)
 CREATE TABLE IF NOT EXISTS {db}.review_queues
 (
     tenant              LowCardinality(String),
@@ -48,6 +54,7 @@ ORDER BY (tenant, queue)
 ;
 -- One row per (queue, trace). label_detail is a snapshot of the per-trace label record under
 -- review, so a reviewer always judges exactly the label of manifest_id.
+-- cluster: shard by cityHash64(tenant)
 CREATE TABLE IF NOT EXISTS {db}.review_items
 (
     tenant            LowCardinality(String),
@@ -67,6 +74,7 @@ ORDER BY (tenant, queue, trace_id)
 ;
 -- Which reviewer holds which item: an item is never offered to a reviewer who already holds or
 -- decided it, and at most K reviewers hold it at a time (leases expire).
+-- cluster: shard by cityHash64(tenant)
 CREATE TABLE IF NOT EXISTS {db}.review_assignments
 (
     tenant        LowCardinality(String),
@@ -81,6 +89,7 @@ ORDER BY (tenant, queue, trace_id, reviewer_id)
 ;
 -- One decision per (item, reviewer): the confirmed or corrected failure mode, per-claim support,
 -- per-passage relevance, a note, and the manifest of the label that was reviewed.
+-- cluster: shard by cityHash64(tenant)
 CREATE TABLE IF NOT EXISTS {db}.review_decisions
 (
     tenant                 LowCardinality(String),
