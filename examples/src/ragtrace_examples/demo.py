@@ -92,7 +92,7 @@ class Collector:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 120.0) -> None:
-        import httpx
+        from ragtrace_cli.remote import RemoteClient, RemoteError
 
         fh = open(self.log, "ab")  # noqa: SIM115 - the child keeps writing after this returns
         cmd = [sys.executable, "-m", "ragtrace_cli.main", "serve", "--store", str(self.store), "--port", str(self.port),
@@ -104,9 +104,9 @@ class Collector:
             if self.proc.poll() is not None:
                 raise DemoError(f"`ragtrace serve` exited with {self.proc.returncode}; see {self.log}:\n"
                                 + _tail(self.log))
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
-                    return
+            with contextlib.suppress(RemoteError), RemoteClient(self.url, timeout=2) as remote:
+                remote.get("/readyz")  # 503 until the store is open and migrated
+                return
             time.sleep(0.3)
         self.stop()
         raise DemoError(f"`ragtrace serve` did not become ready in {timeout:.0f}s; see {self.log}")
@@ -170,30 +170,32 @@ def send_traffic(corpus: Corpus, release: Release, collector_url: str, cfg: Demo
 
 
 def wait_for_traces(collector_url: str, service: str, expected: dict[str, int], timeout: float = 120.0) -> None:
-    import httpx
+    from ragtrace_cli.remote import RemoteClient, RemoteError
 
     deadline = time.monotonic() + timeout
     seen: dict[str, int] = {}
-    while time.monotonic() < deadline:
-        for release, _n in expected.items():
-            resp = httpx.get(collector_url + "/api/traces", params={"service": service, "release": release,
-                                                                  "limit": 100_000}, timeout=60)
-            resp.raise_for_status()
-            seen[release] = sum(1 for line in resp.text.splitlines() if line.strip())
-        if all(seen.get(r, 0) >= n for r, n in expected.items()):
-            return
-        time.sleep(0.5)
+    with RemoteClient(collector_url, timeout=60) as remote:
+        while time.monotonic() < deadline:
+            for release, _n in expected.items():
+                try:
+                    listed = remote.get("/api/traces", {"service": service, "release": release, "limit": 100_000})
+                except RemoteError as exc:
+                    raise DemoError(f"GET /api/traces: {exc}") from exc
+                seen[release] = len(listed)
+            if all(seen.get(r, 0) >= n for r, n in expected.items()):
+                return
+            time.sleep(0.5)
     raise DemoError(f"the collector stored {seen} traces of {expected} within {timeout:.0f}s")
 
 
 def audit_through_server(collector_url: str, service: str) -> dict[str, Any]:
-    import httpx
+    from ragtrace_cli.remote import RemoteClient, RemoteError
 
-    resp = httpx.post(collector_url + "/api/audit", json={"service": service, "return_records": True},
-                      timeout=1800)
-    if resp.status_code != 200:
-        raise DemoError(f"POST /api/audit answered {resp.status_code}: {resp.text[:1000]}")
-    report: dict[str, Any] = resp.json()
+    try:
+        with RemoteClient(collector_url, timeout=1800) as remote:
+            report: dict[str, Any] = remote.post_json("/api/audit", {"service": service, "return_records": True})
+    except RemoteError as exc:
+        raise DemoError(f"POST /api/audit: {exc}") from exc
     return report
 
 

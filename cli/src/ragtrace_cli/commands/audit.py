@@ -145,23 +145,18 @@ def _local_audit(args: argparse.Namespace, options: dict[str, Any]) -> tuple[int
 
 def _remote_audit(server: str, options: dict[str, Any], *, token: str | None, want_records: bool,
                   timeout: float) -> tuple[int, dict[str, Any]]:
-    import httpx
+    from ragtrace_cli.remote import RemoteClient, RemoteError
 
-    url = server.rstrip("/") + "/api/audit"
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
     body = {**options, "return_records": want_records}
     try:
-        resp = httpx.post(url, json=body, headers=headers, timeout=timeout)
-    except httpx.HTTPError as exc:
-        print(f"ragtrace audit: cannot reach {url}: {exc}. Is `ragtrace serve` running there?", file=sys.stderr)
-        return 1, {}
-    if resp.status_code != 200:
-        detail = resp.text[:2000]
-        hint = {401: " (give --token or set $RAGTRACE_TOKEN)", 404: " (the server has no audit endpoint)",
-                501: " (install the evaluator extra on the server)"}.get(resp.status_code, "")
-        print(f"ragtrace audit: server answered {resp.status_code}{hint}: {detail}", file=sys.stderr)
-        return (2 if resp.status_code in (400, 422) else 1), {}
-    data: dict[str, Any] = resp.json()
+        with RemoteClient(server, token=token, timeout=timeout,
+                          token_hint="give --token or set $RAGTRACE_TOKEN") as remote:
+            data: dict[str, Any] = remote.post_json(
+                "/api/audit", body, hints={404: "the server has no audit endpoint",
+                                           501: "install the evaluator extra on the server"})
+    except RemoteError as exc:
+        print(f"ragtrace audit: {exc}", file=sys.stderr)
+        return (2 if exc.status in (400, 422) else 1), {}
     return 0, data
 
 

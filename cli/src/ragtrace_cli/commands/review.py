@@ -13,7 +13,6 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 from ragtrace_review import auth
@@ -105,25 +104,22 @@ def reviewers_main(argv: list[str], store: Store | None = None) -> int:
 
 
 def _remote_reviewers(args: argparse.Namespace, token: str | None) -> int:
-    import httpx
+    from ragtrace_cli.remote import RemoteClient, RemoteError
 
-    base = args.server.rstrip("/") + "/api/reviewers"
-    headers = {"authorization": f"Bearer {token}"} if token else {}
+    base = "/api/reviewers"
     try:
-        with httpx.Client(headers=headers, timeout=60) as client:
+        with RemoteClient(args.server, token=token, timeout=60,
+                          token_hint=f"pass the tenant's collector token: --token TOKEN or ${ENV_TENANT_TOKEN}",
+                          ) as remote:
             if args.action == "add":
-                r = client.post(base, json={"name": args.name})
+                data = remote.post_json(base, {"name": args.name})
             elif args.action == "list":
-                r = client.get(base)
+                data = remote.get(base)
             else:
-                r = client.post(f"{base}/{quote(args.name, safe='')}/{args.action}")
-    except httpx.HTTPError as exc:
-        print(f"error: cannot reach {args.server}: {exc}", file=sys.stderr)
+                data = remote.post_json(f"{base}/{quote(args.name, safe='')}/{args.action}")
+    except RemoteError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 1
-    if r.status_code != 200:
-        print(f"error: {args.server} answered {r.status_code}: {_error_text(r)}", file=sys.stderr)
-        return 1
-    data = r.json()
     if args.action == "add":
         print(f"reviewer {data['name']} (id {data['reviewer_id']}, tenant {data['tenant']}) created.")
         print("Log in at /review/login with this token; it is shown only now and stored only as a hash:")
@@ -139,22 +135,14 @@ def _remote_reviewers(args: argparse.Namespace, token: str | None) -> int:
     return 0
 
 
-def _error_text(r: Any) -> str:
-    if "json" in r.headers.get("content-type", ""):
-        body = r.json()
-        if isinstance(body, dict):
-            return str(body.get("error", body))
-    return str(r.text)[:500]
-
-
 def _remote(args: argparse.Namespace, token: str) -> int:
     """`ragtrace review ... --server URL`: the same actions through the review JSON API."""
-    import httpx
+    from ragtrace_cli.remote import RemoteClient, RemoteError
 
-    base = args.server.rstrip("/") + "/review/api"
-    headers = {"authorization": f"Bearer {token}"}
+    base = "/review/api"
     try:
-        with httpx.Client(headers=headers, timeout=600) as client:
+        with RemoteClient(args.server, token=token, timeout=600,
+                          token_hint=f"pass a reviewer token: --token TOKEN or ${ENV_TOKEN}") as remote:
             if args.action == "enqueue":
                 body: dict[str, object] = {"per_mode": args.per_mode, "reviewers": args.reviewers,
                                            "low_confidence": args.low_confidence, "description": args.description}
@@ -165,24 +153,18 @@ def _remote(args: argparse.Namespace, token: str) -> int:
                 if args.labels is not None:
                     with args.labels.open(encoding="utf-8") as fh:
                         body["labels"] = [json.loads(line) for line in fh if line.strip()]
-                r = client.post(f"{base}/queues/{quote(args.queue, safe='')}/enqueue", json=body)
+                data = remote.post_json(f"{base}/queues/{quote(args.queue, safe='')}/enqueue", body)
             elif args.action == "agreement":
-                r = client.get(f"{base}/queues/{quote(args.queue, safe='')}/agreement")
+                data = remote.get(f"{base}/queues/{quote(args.queue, safe='')}/agreement")
             elif args.action == "status":
-                r = client.get(f"{base}/queues")
+                data = remote.get(f"{base}/queues")
             else:
-                r = client.get(f"{base}/queues/{quote(args.queue, safe='')}/export")
-                if r.status_code == 200 and args.to_store:
-                    stored = client.post(f"{base}/queues/{quote(args.queue, safe='')}/gold")
-                    if stored.status_code != 200:
-                        r = stored
-    except httpx.HTTPError as exc:
-        print(f"error: cannot reach {args.server}: {exc}", file=sys.stderr)
+                data = remote.get(f"{base}/queues/{quote(args.queue, safe='')}/export")
+                if args.to_store:
+                    remote.post_json(f"{base}/queues/{quote(args.queue, safe='')}/gold")
+    except RemoteError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 1
-    if r.status_code != 200:
-        print(f"error: {args.server} answered {r.status_code}: {_error_text(r)}", file=sys.stderr)
-        return 1
-    data = r.json()
     if args.action == "enqueue":
         parts = ", ".join(f"{k}: {v}" for k, v in data["added"].items()) or "nothing new"
         print(f"queue {data['queue']}: added {sum(data['added'].values())} of {data['candidates']} labelled traces "

@@ -47,7 +47,7 @@ def traces_main(argv: list[str]) -> int:
         rows = _fetch(a.server, "/api/traces", params, a.token)
         if rows is None:
             return 1
-        objs = [orjson.loads(line) for line in rows.splitlines() if line.strip()]
+        objs = list(rows)
     else:
         store = open_or_report(a.store, migrate=False, command="traces")
         if store is None:
@@ -77,19 +77,16 @@ def _common_read_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token", help="bearer token for --server (selects the tenant)")
 
 
-def _fetch(server: str, path: str, params: dict[str, Any], token: str | None) -> str | None:
-    import httpx
+def _fetch(server: str, path: str, params: dict[str, Any], token: str | None) -> Any:
+    """The parsed answer of ``GET path`` (NDJSON: a list), or None once the error is printed."""
+    from ragtrace_cli.remote import RemoteClient, RemoteError
 
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        resp = httpx.get(server.rstrip("/") + path, params=params, headers=headers, timeout=60)
-    except httpx.HTTPError as exc:
-        print(f"ragtrace traces: cannot reach the collector at {server}: {exc}", file=sys.stderr)
+        with RemoteClient(server, token=token, timeout=60) as remote:
+            return remote.get(path, params)
+    except RemoteError as exc:
+        print(f"ragtrace traces: {exc}", file=sys.stderr)
         return None
-    if resp.status_code != 200:
-        print(f"ragtrace traces: the collector answered {resp.status_code}: {resp.text[:500]}", file=sys.stderr)
-        return None
-    return resp.text
 
 
 def _short(text: str | None, width: int) -> str:
@@ -123,10 +120,9 @@ def _traces_show(argv: list[str]) -> int:
     a = p.parse_args(argv)
     tid = a.trace_id.strip().lower()
     if a.server:
-        text = _fetch(a.server, f"/api/traces/{tid}", {}, a.token)
-        if text is None:
+        obj = _fetch(a.server, f"/api/traces/{tid}", {}, a.token)
+        if obj is None:
             return 1
-        obj = orjson.loads(text)
     else:
         store = open_or_report(a.store, migrate=False, command="traces")
         if store is None:
