@@ -17,6 +17,7 @@ from ragtrace_store.client import (
 )
 from ragtrace_store.clock import as_utc, parse_duration, parse_time_bound, utc_now
 from ragtrace_store.errors import StoreError, StoreLockedError
+from ragtrace_store.filters import TraceFilter
 from ragtrace_store.migrations import Migration, load_migrations
 from ragtrace_store.records import DEFAULT_TENANT, STAGES, DocumentRef, TraceRecord
 
@@ -30,6 +31,7 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreLockedError",
+    "TraceFilter",
     "TraceRecord",
     "arrow_table",
     "as_utc",

@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from ragtrace_store.filters import TraceFilter
 from ragtrace_store.records import (
     DEFAULT_TENANT,
     STAGE_CONTEXT,
@@ -36,23 +37,8 @@ store: Store,
     with_content: bool = False,
 ) -> Iterator[TraceRecord]:
     """Assembled queries, newest first. Only traces whose root span has arrived are returned."""
-    where = ["tenant = {tenant:String}"]
-    params: dict[str, Any] = {"tenant": tenant}
-    if service is not None:
-        where.append("service = {service:String}")
-        params["service"] = service
-    if release is not None:
-        where.append("release = {release:String}")
-        params["release"] = release
-    if since is not None:
-        where.append("start_time >= {since:DateTime64(3)}")
-        params["since"] = since
-    if until is not None:
-        where.append("start_time < {until:DateTime64(3)}")
-        params["until"] = until
-    if trace_ids is not None:
-        where.append("trace_id IN {trace_ids:Array(String)}")
-        params["trace_ids"] = list(trace_ids)
+    where, params = TraceFilter(tenant=tenant, service=service, release=release, since=since, until=until,
+                                trace_ids=trace_ids).conditions()
     # Pages of roots (keyset pagination on the sort order), each assembled before the next is
     # read, so memory stays bounded however large the store is.
     page = 500

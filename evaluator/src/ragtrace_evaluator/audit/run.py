@@ -27,7 +27,7 @@ from ragtrace_evaluator.audit.summary import summarise
 from ragtrace_evaluator.labellers.protocol import GroundingLabeller, GroundingResult, Passage, RelevanceLabeller
 from ragtrace_evaluator.labellers.registry import make_grounding_labeller, make_relevance_labeller
 from ragtrace_evaluator.manifest import build_manifest, store_manifest
-from ragtrace_store import parse_time_bound
+from ragtrace_store import TraceFilter, parse_time_bound
 
 STAGES = ("retrieval", "all")
 LABEL_COLUMNS = (
@@ -89,18 +89,8 @@ def resolve_labellers(*, stages: str, labeller: str, relevance_labeller: str | N
 def candidates(store: Any, *, tenant: str, service: str | None, release: str | None,
                since: datetime | None, until: datetime | None) -> list[Candidate]:
     """Every trace matching the filters (ids and strata only: sampling runs before any heavy read)."""
-    where = ["tenant = {tenant:String}"]
-    params: dict[str, Any] = {"tenant": tenant}
-    for col, val in (("service", service), ("release", release)):
-        if val is not None:
-            where.append(f"{col} = {{{col}:String}}")
-            params[col] = val
-    if since is not None:
-        where.append("start_time >= {since:DateTime64(3, 'UTC')}")
-        params["since"] = since
-    if until is not None:
-        where.append("start_time < {until:DateTime64(3, 'UTC')}")
-        params["until"] = until
+    where, params = TraceFilter(tenant=tenant, service=service, release=release, since=since,
+                                until=until).conditions()
     rows = store.query_rows(
         f"SELECT trace_id, release, route FROM {store.table('queries')} FINAL WHERE {' AND '.join(where)}", params)
     return [Candidate(r[0], r[1] or "", r[2] or "") for r in rows]
