@@ -35,6 +35,7 @@ from typing import Any
 
 from ragtrace_examples.corpus import Corpus, corpus_summary, generate_corpus
 from ragtrace_examples.faults import Fault, Release, baseline_release, candidate_release, check_labels, write_faults
+from ragtrace_store import FAILURE_MODES, LabelError, LabelRecord, read_label_lines, write_label_lines
 
 __all__ = ["DemoConfig", "DemoError", "DemoResult", "demo_main", "run_demo"]
 
@@ -269,15 +270,16 @@ def run_demo(cfg: DemoConfig) -> DemoResult:
         t = time.perf_counter()
         report = audit_through_server(collector.url, cfg.service)
         timings["audit_s"] = time.perf_counter() - t
-        records = report.pop("records", [])
+        try:
+            records = [LabelRecord.from_json(r, f"POST /api/audit record {i}")
+                       for i, r in enumerate(report.pop("records", []))]
+        except LabelError as exc:
+            raise DemoError(f"the audit returned a bad label record: {exc}") from exc
         (out / "audit.json").write_text(json.dumps(report, indent=2, default=str) + "\n", encoding="utf-8")
         labels: dict[str, Path] = {}
         for rel in releases:
             path = out / f"labels-{rel.name}.jsonl"
-            with open(path, "w", encoding="utf-8") as fh:
-                for rec in records:
-                    if rec.get("release") == rel.name:
-                        fh.write(json.dumps(rec) + "\n")
+            write_label_lines(path, [rec for rec in records if rec.release == rel.name])
             labels[rel.name] = path
         say(f"      {len(records)} traces labelled in {timings['audit_s']:.1f}s")
     finally:
@@ -299,7 +301,7 @@ def run_demo(cfg: DemoConfig) -> DemoResult:
     if compare_exit not in (0, 1):
         raise DemoError(f"ragtrace compare failed with exit code {compare_exit}")
     tripped = _tripped_gates(compare_json)
-    all_records = [json.loads(line) for p in labels.values() for line in p.read_text().splitlines() if line]
+    all_records = [rec for p in labels.values() for rec in read_label_lines(p)]
     fault_check = check_labels(all_records, releases, corpus)
     (out / "fault_check.json").write_text(json.dumps(fault_check, indent=2) + "\n", encoding="utf-8")
 
@@ -332,16 +334,15 @@ def print_summary(res: DemoResult, cfg: DemoConfig) -> None:
     from rich.table import Table
 
     con = Console(highlight=False)
-    modes = ("retrieval_gap", "rank_inversion", "under_use", "fabrication", "ok")
+    modes = FAILURE_MODES
     table = Table(title="Failure modes by release (ragtrace audit)")
     table.add_column("release")
     for m in modes:
         table.add_column(m, justify="right")
     for rel, path in res.labels.items():
         counts = dict.fromkeys(modes, 0)
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                counts[json.loads(line)["failure_mode"]] += 1
+        for rec in read_label_lines(path):
+            counts[rec.failure_mode.value] += 1
         table.add_row(rel, *(str(counts[m]) for m in modes))
     con.print(table)
 

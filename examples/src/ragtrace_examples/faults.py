@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from ragtrace_examples.corpus import Corpus
+from ragtrace_store import FailureMode, LabelRecord
 
 __all__ = [
     "DEFAULT_RATES",
@@ -68,8 +69,9 @@ class Fault(StrEnum):
 
 _BOUNDARY = {Fault.CHUNK_SPLIT: "retrieval", Fault.RERANK_DISTRACTOR: "ranking",
              Fault.OVER_ABSTAIN: "evidence_use", Fault.ALTER_FACTS: "faithfulness"}
-_EXPECTED = {Fault.CHUNK_SPLIT: "retrieval_gap", Fault.RERANK_DISTRACTOR: "rank_inversion",
-             Fault.OVER_ABSTAIN: "under_use", Fault.ALTER_FACTS: "fabrication"}
+_EXPECTED = {Fault.CHUNK_SPLIT: FailureMode.RETRIEVAL_GAP.value,
+             Fault.RERANK_DISTRACTOR: FailureMode.RANK_INVERSION.value,
+             Fault.OVER_ABSTAIN: FailureMode.UNDER_USE.value, Fault.ALTER_FACTS: FailureMode.FABRICATION.value}
 
 #: share of golden questions each fault breaks in the default candidate release
 DEFAULT_RATES: Mapping[Fault, float] = {
@@ -161,18 +163,22 @@ def write_faults(path: str | Path, releases: Iterable[Release]) -> Path:
     return out
 
 
-def check_labels(records: Iterable[Mapping[str, Any]], releases: Sequence[Release],
+def check_labels(records: Iterable[LabelRecord | Mapping[str, Any]], releases: Sequence[Release],
                  corpus: Corpus) -> dict[str, Any]:
     """How well the evaluator's per-trace labels recover the injected faults.
 
-    ``records`` are per-trace label records (the audit's ``--per-trace`` shape). For each fault,
+    ``records`` are per-trace label records (`ragtrace_store.LabelRecord`s, or objects of the audit's
+    ``--per-trace`` shape with at least ``release``, ``query_id`` and ``failure_mode``). For each fault,
     the share of its queries labelled with the expected failure mode; for the queries no fault
     touched (every query of a clean release included), the share labelled ``ok``. Queries with
     no record are counted as ``missing`` rather than as misses or hits.
     """
-    by_key: dict[tuple[str, str], Mapping[str, Any]] = {}
+    by_key: dict[tuple[str, str], str] = {}  # (release, query id) -> failure mode
     for item in records:
-        by_key[(str(item.get("release")), str(item.get("query_id")))] = item
+        if isinstance(item, LabelRecord):
+            by_key[(item.release, item.query_id)] = item.failure_mode.value
+        else:
+            by_key[(str(item.get("release")), str(item.get("query_id")))] = str(item.get("failure_mode"))
     bucket: dict[str, Any]
     modes: dict[Fault, dict[str, Any]] = {f: {"n": 0, "hits": 0, "missing": 0, "confusions": {}} for f in Fault}
     clean: dict[str, Any] = {"n": 0, "hits": 0, "missing": 0, "confusions": {}}
@@ -180,13 +186,12 @@ def check_labels(records: Iterable[Mapping[str, Any]], releases: Sequence[Releas
         for q in corpus.questions:
             fault = rel.plan.get(q.id)
             bucket = modes[fault] if fault is not None else clean
-            expected = fault.expected_mode if fault is not None else "ok"
-            rec = by_key.get((rel.name, q.id))
-            if rec is None:
+            expected = fault.expected_mode if fault is not None else FailureMode.OK.value
+            got = by_key.get((rel.name, q.id))
+            if got is None:
                 bucket["missing"] += 1
                 continue
             bucket["n"] += 1
-            got = str(rec.get("failure_mode"))
             if got == expected:
                 bucket["hits"] += 1
             else:

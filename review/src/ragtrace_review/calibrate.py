@@ -25,14 +25,12 @@ from ragtrace_review.agreement import (
     majority,
 )
 from ragtrace_review.queues import (
-    CLAIM_VERDICTS,
-    FAILURE_MODES,
     Decision,
     list_decisions,
     list_items,
     reviewers_per_item,
 )
-from ragtrace_store import Store
+from ragtrace_store import CLAIM_VERDICTS, FAILURE_MODES, Store
 
 
 def _first_m(groups: dict[Any, list[tuple[datetime, str, str]]], m: int) -> list[list[str]]:

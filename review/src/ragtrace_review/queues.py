@@ -1,8 +1,8 @@
 """Review queues: which labelled traces reviewers see, in which order, and by how many reviewers.
 
-`enqueue` fills a queue from per-trace label records (the shared JSON contract; read from the
-`labels` table when not given). Three strata, each capped at ``per_mode`` items so that common
-modes cannot crowd out rare ones:
+`enqueue` fills a queue from per-trace label records (`ragtrace_store.LabelRecord`, the shared
+contract; read from the `labels` table when not given). Three strata, each capped at ``per_mode``
+items so that common modes cannot crowd out rare ones:
 
 * ``disagreement`` — another labeller manifest gave the same trace a different failure mode;
 * ``low_confidence`` — the labeller's confidence is below a threshold (least confident first);
@@ -30,10 +30,8 @@ from typing import Any
 
 from ragtrace_review.auth import Reviewer
 from ragtrace_review.errors import ReviewError
-from ragtrace_store import DEFAULT_TENANT, Store
+from ragtrace_store import CLAIM_VERDICTS, DEFAULT_TENANT, FAILURE_MODES, LabelError, LabelRecord, Store, read_labels
 
-FAILURE_MODES = ("retrieval_gap", "rank_inversion", "under_use", "fabrication", "ok")
-CLAIM_VERDICTS = ("entailed", "neutral", "contradicted")
 LEASE = timedelta(minutes=30)
 _ASSIGN_LOCK = threading.Lock()
 
@@ -57,8 +55,17 @@ class QueueItem:
     reason: str
     failure_mode: str
     confidence: float | None
+    #: the snapshot of the label record under review, as its JSON object
     label: dict[str, Any]
     position: int
+
+    @property
+    def record(self) -> LabelRecord:
+        """The label snapshot under review, read by the contract."""
+        try:
+            return LabelRecord.from_json(self.label, f"queue {self.queue!r} item {self.trace_id!r}")
+        except LabelError as exc:
+            raise ReviewError(str(exc)) from exc
 
 
 @dataclass(frozen=True)
@@ -131,32 +138,13 @@ def latest_manifest(store: Store, tenant: str) -> str | None:
     return str(rows[0][0]) if rows else None
 
 
-def load_labels(store: Store, *, tenant: str, manifest_id: str, release: str | None = None,
-                service: str | None = None) -> list[dict[str, Any]]:
-    """Per-trace label records of one manifest from the `labels` table (the ``detail`` JSON)."""
-    where = ["tenant = {tenant:String}", "manifest_id = {m:String}"]
-    params: dict[str, Any] = {"tenant": tenant, "m": manifest_id}
-    if release is not None:
-        where.append("release = {release:String}")
-        params["release"] = release
-    if service is not None:
-        where.append("service = {service:String}")
-        params["service"] = service
-    rows = store.query_rows(
-        f"SELECT trace_id, query_id, release, service, failure_mode, confidence, detail "
-        f"FROM {store.table('labels')} FINAL WHERE {' AND '.join(where)}",
-        params,
-    )
-    out = []
-    for trace_id, query_id, rel, svc, mode, confidence, detail in rows:
-        record = json.loads(detail) if detail else {}
-        # The columns are authoritative for the keys the table models; detail carries the rest.
-        record.update(trace_id=trace_id, query_id=query_id, release=rel, service=svc, manifest_id=manifest_id,
-                      failure_mode=mode)
-        if confidence is not None:
-            record["confidence"] = float(confidence)
-        out.append(record)
-    return out
+def _as_record(label: LabelRecord | Mapping[str, Any], index: int) -> LabelRecord:
+    if isinstance(label, LabelRecord):
+        return label
+    try:
+        return LabelRecord.from_json(label, f"label record {index}")
+    except LabelError as exc:
+        raise ReviewError(str(exc)) from exc
 
 
 def _other_manifest_modes(store: Store, tenant: str, trace_ids: Sequence[str],
@@ -187,7 +175,7 @@ def _queue_row(store: Store, tenant: str, queue: str) -> tuple[int, str] | None:
 def enqueue(
     store: Store,
     queue: str,
-    labels: Iterable[Mapping[str, Any]] | None = None,
+    labels: Iterable[LabelRecord | Mapping[str, Any]] | None = None,
     per_mode: int = 20,
     reviewers: int = 2,
     *,
@@ -200,8 +188,8 @@ def enqueue(
 ) -> EnqueueResult:
     """Put flagged traces into ``queue`` (created when missing) for ``reviewers`` distinct reviewers each.
 
-    ``labels`` are per-trace label records (dicts of the shared contract). When None they are read
-    from the `labels` table: ``manifest_id``'s labels, or the most recently written manifest's.
+    ``labels`` are per-trace label records (`LabelRecord`s, or their JSON objects). When None they
+    are read from the `labels` table: ``manifest_id``'s labels, or the most recently written manifest's.
     ``per_mode`` caps each stratum (see the module docstring); ``low_confidence`` is the confidence
     below which a label is flagged. Returns what was added, per stratum.
     """
@@ -220,22 +208,21 @@ def enqueue(
         manifest_id = manifest_id or latest_manifest(store, tenant)
         if manifest_id is None:
             raise ReviewError(f"tenant {tenant!r} has no labels yet: run `ragtrace audit` first")
-        records = load_labels(store, tenant=tenant, manifest_id=manifest_id, release=release, service=service)
+        try:
+            records = read_labels(store, tenant=tenant, manifest_id=manifest_id, release=release, service=service)
+        except LabelError as exc:
+            raise ReviewError(str(exc)) from exc
     else:
-        records = [dict(r) for r in labels]
+        records = [_as_record(r, i) for i, r in enumerate(labels)]
         if manifest_id is not None:
-            records = [r for r in records if r.get("manifest_id") == manifest_id]
-    for r in records:
-        if not r.get("trace_id") or not r.get("manifest_id"):
-            raise ReviewError("every label record needs 'trace_id' and 'manifest_id' (see the label contract)")
-    by_trace = {str(r["trace_id"]): r for r in records}
+            records = [r for r in records if r.manifest_id == manifest_id]
+    by_trace = {r.trace_id: r for r in records}
 
     existing = {it.trace_id: it for it in list_items(store, tenant=tenant, queue=queue)}
-    others = _other_manifest_modes(store, tenant, list(by_trace), {str(r["manifest_id"]) for r in records})
+    others = _other_manifest_modes(store, tenant, list(by_trace), {r.manifest_id for r in records})
 
-    def conf(r: Mapping[str, Any]) -> float:
-        c = r.get("confidence")
-        return float(c) if c is not None else 1.0
+    def conf(r: LabelRecord) -> float:
+        return r.confidence if r.confidence is not None else 1.0
 
     def key(t: str) -> tuple[float, int]:
         return (conf(by_trace[t]), trace_hash(t))
@@ -251,14 +238,14 @@ def enqueue(
         chosen.update(picked)
         strata[name] = picked
 
+    # a caller may flag a record itself with a top-level "disagreement": true (kept in LabelRecord.extra)
     flagged = [t for t in candidates
-               if by_trace[t].get("disagreement") or (others.get(t, set()) - {by_trace[t].get("failure_mode")})]
+               if by_trace[t].extra.get("disagreement") or (others.get(t, set()) - {by_trace[t].failure_mode.value})]
     fill("disagreement", sorted(flagged, key=key))
     fill("low_confidence", sorted((t for t in candidates if conf(by_trace[t]) < low_confidence), key=key))
-    modes = sorted({str(by_trace[t].get("failure_mode")) for t in candidates},
-                   key=lambda m: (FAILURE_MODES.index(m) if m in FAILURE_MODES else len(FAILURE_MODES), m))
+    modes = sorted({by_trace[t].failure_mode.value for t in candidates}, key=FAILURE_MODES.index)
     for mode in modes:
-        fill(f"mode:{mode}", [t for t in candidates if by_trace[t].get("failure_mode") == mode])
+        fill(f"mode:{mode}", [t for t in candidates if by_trace[t].failure_mode == mode])
 
     # Interleave the strata so the first items a reviewer sees already span every reason and mode.
     order: list[tuple[str, str]] = []
@@ -273,11 +260,9 @@ def enqueue(
     rows = []
     for offset, (name, t) in enumerate(order):
         r = by_trace[t]
-        confidence = r.get("confidence")
         rows.append((
-            tenant, queue, t, str(r.get("query_id") or ""), str(r["manifest_id"]), name.split(":")[0],
-            str(r.get("failure_mode") or ""), float(confidence) if confidence is not None else None,
-            json.dumps(r, sort_keys=True, default=str), start + offset, now,
+            tenant, queue, t, r.query_id, r.manifest_id, name.split(":")[0], r.failure_mode.value, r.confidence,
+            json.dumps(r.to_json(), sort_keys=True, default=str), start + offset, now,
         ))
     if existing_queue is None or rows:
         options = {"per_mode": per_mode, "low_confidence": low_confidence, "manifest_id": manifest_id}
@@ -446,7 +431,8 @@ def record_decision(
         raise ReviewError(f"no item {trace_id!r} in queue {queue!r}")
     if failure_mode not in FAILURE_MODES:
         raise ReviewError(f"failure mode {failure_mode!r} is not one of {', '.join(FAILURE_MODES)}")
-    label_claims = list(item.label.get("generation", {}).get("claims") or [])
+    gen = item.record.generation
+    label_claims = list(gen.claims) if gen is not None else []
     if len(claims) != len(label_claims):
         raise ReviewError(f"expected a verdict for each of the {len(label_claims)} claims, got {len(claims)}")
     for v in claims:
@@ -460,7 +446,7 @@ def record_decision(
         if not holds(store, reviewer, queue, trace_id):
             raise ReviewError("this item was not assigned to you; open the queue to get your next item")
         claim_rows = tuple(
-            {"index": i, "claim": str(c.get("claim", "")), "labeller_verdict": str(c.get("verdict", "")), "verdict": v}
+            {"index": i, "claim": c.claim, "labeller_verdict": c.verdict.value, "verdict": v}
             for i, (c, v) in enumerate(zip(label_claims, claims, strict=True))
         )
         rel_rows = tuple({"doc_id": d, "relevant": bool(r)} for d, r in sorted((relevance or {}).items()))

@@ -97,7 +97,7 @@ def candidates(trace: TraceRecord) -> tuple[Candidate, ...]:
 def item_view(store: Store, item: QueueItem) -> ItemView:
     traces = list(store.read_traces(tenant=item.tenant, trace_ids=[item.trace_id], with_content=True))
     trace = traces[0] if traces else None
-    label = item.label
+    label = item.record
     context: tuple[ContextPassage, ...] = ()
     anchors: dict[str, str] = {}
     if trace is not None:
@@ -106,26 +106,23 @@ def item_view(store: Store, item: QueueItem) -> ItemView:
                         for i, d in enumerate(trace.context))
         for p in context:
             anchors.setdefault(p.doc_id, p.anchor)
-    gen = label.get("generation") or {}
+    gen = label.generation
     claims = []
-    for i, c in enumerate(gen.get("claims") or []):
-        pid = c.get("passage_id")
-        support = c.get("support")
-        claims.append(ClaimView(i, str(c.get("claim", "")), str(c.get("verdict", "")),
-                                float(support) if support is not None else None,
-                                str(pid) if pid is not None else None, anchors.get(str(pid)) if pid else None))
+    for i, c in enumerate(gen.claims if gen is not None else ()):
+        pid = c.passage_id
+        claims.append(ClaimView(i, c.claim, c.verdict.value, c.support, pid, anchors.get(pid) if pid else None))
     return ItemView(
         trace_found=trace is not None,
         query=trace.query if trace else "",
         answer=trace.answer if trace else None,
-        service=trace.service if trace else str(label.get("service", "")),
-        release=trace.release if trace else str(label.get("release", "")),
+        service=trace.service if trace else label.service,
+        release=trace.release if trace else label.release,
         candidates=candidates(trace) if trace else (),
         context=context,
         claims=tuple(claims),
-        generation_verdict=str(gen.get("verdict", "")),
-        groundedness=gen.get("groundedness"),
-        abstained=bool(gen.get("abstained", False)),
-        retrieval=dict(label.get("retrieval") or {}),
-        ranking=dict(label.get("ranking") or {}),
+        generation_verdict=gen.verdict.value if gen is not None else "",
+        groundedness=gen.groundedness if gen is not None else None,
+        abstained=gen.abstained if gen is not None else False,
+        retrieval=label.retrieval.to_json(),
+        ranking=label.ranking.to_json(),
     )

@@ -33,8 +33,6 @@ from ragtrace_review import auth
 from ragtrace_review.calibrate import agreement_report, build_gold, store_gold
 from ragtrace_review.errors import ReviewError
 from ragtrace_review.queues import (
-    CLAIM_VERDICTS,
-    FAILURE_MODES,
     decided_by,
     enqueue,
     get_item,
@@ -45,7 +43,7 @@ from ragtrace_review.queues import (
     record_decision,
 )
 from ragtrace_review.view import item_view
-from ragtrace_store import DEFAULT_TENANT, Store
+from ragtrace_store import CLAIM_VERDICTS, DEFAULT_TENANT, FAILURE_MODES, Store
 
 ENV_SECRET = "RAGTRACE_REVIEW_SECRET"
 SESSION_COOKIE = "ragtrace_review"
@@ -260,7 +258,8 @@ def mount(app: FastAPI, get_store: Callable[..., Store], settings: Any = None) -
         form = await request.form()
         item = get_item(store, tenant=session.reviewer.tenant, queue=queue, trace_id=trace_id)
         assert item is not None
-        n_claims = len(item.label.get("generation", {}).get("claims") or [])
+        gen = item.record.generation
+        n_claims = len(gen.claims) if gen is not None else 0
         claims = [str(form.get(f"claim_{i}", "")) for i in range(n_claims)]
         shown = [str(v) for v in form.getlist("shown_doc")]
         relevant = {str(v) for v in form.getlist("relevant")}

@@ -41,20 +41,27 @@ import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from ragtrace_evaluator.labellers.protocol import GroundingResult
 from ragtrace_evaluator.metrics.trec import query_measures
+from ragtrace_store import (
+    ClaimRecord,
+    ClaimVerdict,
+    FailureMode,
+    GenerationRecord,
+    GenerationVerdict,
+    GoldSource,
+    LabelRecord,
+    RankingRecord,
+    RetrievalRecord,
+    ScoreBasis,
+)
 
-FailureMode = Literal["retrieval_gap", "rank_inversion", "under_use", "fabrication", "ok"]
-FAILURE_MODES: tuple[FailureMode, ...] = ("retrieval_gap", "rank_inversion", "under_use", "fabrication", "ok")
-GoldSource = Literal["span", "qrels", "labeller", "none"]
 #: generation outcome classes of the 2 × 2 × 3 contingency
 GENERATION_CLASSES = ("entailed", "not_entailed", "abstained")
 #: per-trace list metrics, computed on R at cutoff 5 with binary gains
 LIST_MEASURES = ("recall_5", "P_5", "recip_rank", "ndcg_cut_5", "success_5")
-#: end-to-end score basis: correctness against a known reference answer, else groundedness in C
-ScoreBasis = Literal["reference", "grounding"]
 #: a reference-scored answer passes when it contains at least this share of the reference's content tokens
 REFERENCE_PASS_THRESHOLD = 0.5
 #: version of the formulas in this module; part of the labeller manifest. /2: ``score``/``pass``
@@ -71,32 +78,17 @@ class Evidence:
     context: tuple[str, ...]
     #: None = relevance unknown (no gold and no relevance labeller)
     gold: frozenset[str] | None
-    gold_source: GoldSource = "none"
+    gold_source: GoldSource = GoldSource.NONE
     #: confidence in G when it came from a labeller (1.0 for span/qrels gold)
     gold_confidence: float = 1.0
-
-
-@dataclass(frozen=True)
-class RetrievalLabel:
-    gold_in_pool: bool | None
-    gold_in_context: bool | None
-    n_gold: int
-    gold_source: GoldSource
-
-
-@dataclass(frozen=True)
-class RankingLabel:
-    ok: bool | None
-    best_gold_rank: int | None
-    best_distractor_rank: int | None
 
 
 @dataclass(frozen=True)
 class TraceLabel:
     """Every label of one query and its primary failure mode."""
 
-    retrieval: RetrievalLabel
-    ranking: RankingLabel
+    retrieval: RetrievalRecord
+    ranking: RankingRecord
     #: None when the audit ran with ``stages="retrieval"``
     generation: GroundingResult | None
     failure_mode: FailureMode
@@ -110,41 +102,24 @@ class TraceLabel:
     #: what ``score``/``pass`` measure (None when the answer was not judged)
     score_basis: ScoreBasis | None = None
 
-    def record(self, *, trace_id: str, query_id: str, release: str, service: str,
-               manifest_id: str) -> dict[str, Any]:
-        """The per-trace label record of the shared contract (JSON-ready)."""
+    def to_record(self, *, trace_id: str, query_id: str, release: str, service: str,
+                  manifest_id: str) -> LabelRecord:
+        """The per-trace label record of the shared contract (`ragtrace_store.LabelRecord`)."""
         gen = self.generation
-        generation: dict[str, Any] | None = None
+        generation = None
         if gen is not None:
-            generation = {
-                "verdict": gen.verdict,
-                "groundedness": gen.groundedness,
-                "abstained": gen.abstained,
-                "refusal_justified": self.refusal_justified,
-                "grounded_elsewhere": self.grounded_elsewhere,
-                "confidence": gen.confidence,
-                "claims": [
-                    {"claim": c.claim, "verdict": c.verdict, "support": c.support,
-                     "contradiction": c.contradiction, "passage_id": c.passage_id}
-                    for c in gen.claims
-                ],
-            }
-        r = self.retrieval
-        return {
-            "trace_id": trace_id,
-            "query_id": query_id,
-            "release": release,
-            "service": service,
-            "manifest_id": manifest_id,
-            "failure_mode": self.failure_mode,
-            "gold_in_pool": r.gold_in_pool,
-            "gold_in_context": r.gold_in_context,
-            "retrieval": {"gold_in_pool": r.gold_in_pool, "gold_in_context": r.gold_in_context,
-                          "n_gold": r.n_gold, "gold_source": r.gold_source},
-            "ranking": {"ok": self.ranking.ok, "best_gold_rank": self.ranking.best_gold_rank,
-                        "best_distractor_rank": self.ranking.best_distractor_rank},
-            "generation": generation,
-            "metrics": {
+            generation = GenerationRecord(
+                verdict=GenerationVerdict(gen.verdict), groundedness=gen.groundedness, abstained=gen.abstained,
+                refusal_justified=self.refusal_justified, grounded_elsewhere=self.grounded_elsewhere,
+                confidence=gen.confidence,
+                claims=tuple(ClaimRecord(c.claim, ClaimVerdict(c.verdict), c.support, c.contradiction, c.passage_id)
+                             for c in gen.claims),
+            )
+        return LabelRecord(
+            trace_id=trace_id, query_id=query_id, release=release, service=service, manifest_id=manifest_id,
+            failure_mode=self.failure_mode, retrieval=self.retrieval, ranking=self.ranking, generation=generation,
+            passed=self.passed, score=self.score, confidence=self.confidence, score_basis=self.score_basis,
+            metrics={
                 "recall_5": self.metrics.get("recall_5"),
                 "precision_5": self.metrics.get("P_5"),
                 "recip_rank": self.metrics.get("recip_rank"),
@@ -153,17 +128,19 @@ class TraceLabel:
                 "groundedness": gen.groundedness if gen is not None else None,
                 "abstained": gen.abstained if gen is not None else False,
             },
-            "pass": self.passed,
-            "score": self.score,
-            "score_basis": self.score_basis,
-            "confidence": self.confidence,
-        }
+        )
+
+    def record(self, *, trace_id: str, query_id: str, release: str, service: str,
+               manifest_id: str) -> dict[str, Any]:
+        """`to_record` as its JSON object (what ``--per-trace`` writes)."""
+        return self.to_record(trace_id=trace_id, query_id=query_id, release=release, service=service,
+                              manifest_id=manifest_id).to_json()
 
 
-def retrieval_label(ev: Evidence) -> RetrievalLabel:
+def retrieval_label(ev: Evidence) -> RetrievalRecord:
     if ev.gold is None:
-        return RetrievalLabel(None, None, 0, ev.gold_source)
-    return RetrievalLabel(
+        return RetrievalRecord(None, None, 0, ev.gold_source)
+    return RetrievalRecord(
         gold_in_pool=bool(ev.gold.intersection(ev.pool)),
         gold_in_context=bool(ev.gold.intersection(ev.context)),
         n_gold=len(ev.gold),
@@ -171,15 +148,15 @@ def retrieval_label(ev: Evidence) -> RetrievalLabel:
     )
 
 
-def ranking_label(ev: Evidence, retrieval: RetrievalLabel) -> RankingLabel:
+def ranking_label(ev: Evidence, retrieval: RetrievalRecord) -> RankingRecord:
     if ev.gold is None or not retrieval.gold_in_pool:
-        return RankingLabel(None, None, None)
+        return RankingRecord(None, None, None)
     gold_ranks = [i for i, d in enumerate(ev.ranked) if d in ev.gold]
     distractor_ranks = [i for i, d in enumerate(ev.ranked) if d not in ev.gold]
     best_gold = gold_ranks[0] if gold_ranks else None
     best_distractor = distractor_ranks[0] if distractor_ranks else None
     if not retrieval.gold_in_context:
-        return RankingLabel(False, best_gold, best_distractor)
+        return RankingRecord(False, best_gold, best_distractor)
     if best_gold is None:
         # gold reached C without appearing in R (context assembled from elsewhere): rank within C
         gold_ranks = [i for i, d in enumerate(ev.context) if d in ev.gold]
@@ -187,7 +164,7 @@ def ranking_label(ev: Evidence, retrieval: RetrievalLabel) -> RankingLabel:
         best_gold = gold_ranks[0]
         best_distractor = distractor_ranks[0] if distractor_ranks else None
     ok = best_distractor is None or best_gold < best_distractor
-    return RankingLabel(ok, best_gold, best_distractor)
+    return RankingRecord(ok, best_gold, best_distractor)
 
 
 def answer_quality(gen: GroundingResult | None) -> tuple[bool, float | None]:
@@ -247,16 +224,16 @@ def answer_correctness(gen: GroundingResult | None, answer: str | None,
         return False, None, None
     if reference is not None and reference.strip():
         if gen.abstained or not answer:
-            return False, None, "reference"
+            return False, None, ScoreBasis.REFERENCE
         score = reference_recall(answer, reference)
         if score is not None:
             # numbers are the facts most often wrong with the wording right ("0 degrees" for "100
             # degrees"): an answer missing one of the reference's numbers does not pass
             ref_numbers = {t for t in _content_tokens(reference) if t[0].isdigit()}
             numbers_ok = ref_numbers <= set(_content_tokens(answer))
-            return score >= REFERENCE_PASS_THRESHOLD and numbers_ok, score, "reference"
+            return score >= REFERENCE_PASS_THRESHOLD and numbers_ok, score, ScoreBasis.REFERENCE
     passed, grounded = answer_quality(gen)
-    return passed, grounded, "grounding"
+    return passed, grounded, ScoreBasis.GROUNDING
 
 
 def _grounded_elsewhere(gen: GroundingResult, gold: frozenset[str]) -> bool:
@@ -265,7 +242,7 @@ def _grounded_elsewhere(gen: GroundingResult, gold: frozenset[str]) -> bool:
     return bool(supported) and not any(c.passage_id in gold for c in supported if c.passage_id is not None)
 
 
-def primary_mode(retrieval: RetrievalLabel, ranking: RankingLabel, gen: GroundingResult | None,
+def primary_mode(retrieval: RetrievalRecord, ranking: RankingRecord, gen: GroundingResult | None,
                  gold: frozenset[str] | None) -> tuple[FailureMode, bool]:
     """The first failure mode that applies, by the precedence of the module docstring.
 
@@ -273,18 +250,18 @@ def primary_mode(retrieval: RetrievalLabel, ranking: RankingLabel, gen: Groundin
     """
     elsewhere = gen is not None and gold is not None and _grounded_elsewhere(gen, gold)
     if retrieval.gold_in_pool is False:
-        return "retrieval_gap", elsewhere
+        return FailureMode.RETRIEVAL_GAP, elsewhere
     if retrieval.gold_in_pool and not retrieval.gold_in_context:
-        return "rank_inversion", elsewhere
+        return FailureMode.RANK_INVERSION, elsewhere
     if retrieval.gold_in_context and ranking.ok is False and elsewhere:
-        return "rank_inversion", elsewhere
+        return FailureMode.RANK_INVERSION, elsewhere
     if gen is None:
-        return "ok", elsewhere
+        return FailureMode.OK, elsewhere
     if retrieval.gold_in_context and (gen.abstained or not gen.claims or elsewhere):
-        return "under_use", elsewhere
+        return FailureMode.UNDER_USE, elsewhere
     if not gen.abstained and gen.claims and gen.verdict in ("contradicted", "neutral"):
-        return "fabrication", elsewhere
-    return "ok", elsewhere
+        return FailureMode.FABRICATION, elsewhere
+    return FailureMode.OK, elsewhere
 
 
 def label_trace(ev: Evidence, gen: GroundingResult | None, *, answer: str | None = None,
@@ -304,8 +281,8 @@ def label_trace(ev: Evidence, gen: GroundingResult | None, *, answer: str | None
         metrics = query_measures(list(ev.ranked), dict.fromkeys(ev.gold, 1), LIST_MEASURES)
     # Retrieval-decided modes rest on G; generation-decided ones on the grounding labeller too.
     confidence = ev.gold_confidence if ev.gold is not None else 1.0
-    if gen is not None and mode not in ("retrieval_gap",) and not (mode == "rank_inversion"
-                                                                   and not retrieval.gold_in_context):
+    if gen is not None and mode is not FailureMode.RETRIEVAL_GAP and not (mode is FailureMode.RANK_INVERSION
+                                                                          and not retrieval.gold_in_context):
         confidence = min(confidence, gen.confidence)
     return TraceLabel(retrieval, ranking, gen, mode, passed, score, round(confidence, 6), refusal_justified,
                       metrics, elsewhere, basis)

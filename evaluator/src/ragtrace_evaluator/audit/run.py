@@ -13,28 +13,31 @@ them, otherwise ``labeller=`` / ``relevance_labeller=`` names go through the fac
 from __future__ import annotations
 
 import importlib
-import json
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from ragtrace_evaluator.audit.failure_modes import Evidence, GoldSource, label_trace
+from ragtrace_evaluator.audit.failure_modes import Evidence, label_trace
 from ragtrace_evaluator.audit.sampling import Candidate, SamplePlan, parse_shard, select, stratify_arg
 from ragtrace_evaluator.audit.summary import summarise
 from ragtrace_evaluator.labellers.protocol import GroundingLabeller, GroundingResult, Passage, RelevanceLabeller
 from ragtrace_evaluator.labellers.registry import make_grounding_labeller, make_relevance_labeller
 from ragtrace_evaluator.manifest import build_manifest, store_manifest
-from ragtrace_store import TraceFilter, parse_time_bound
+from ragtrace_store import (
+    GoldSource,
+    LabelRecord,
+    TraceFilter,
+    parse_time_bound,
+    read_labels,
+    write_label_lines,
+    write_labels,
+)
+from ragtrace_store import label_row as store_label_row
 
 STAGES = ("retrieval", "all")
-LABEL_COLUMNS = (
-    "tenant", "manifest_id", "trace_id", "query_id", "service", "release", "failure_mode", "gold_in_pool",
-    "gold_in_context", "ranking_ok", "generation", "passed", "score", "confidence", "detail", "trace_time",
-    "labelled_at",
-)
 # Where the labeller factories live (the grounding helper's modules), tried in order.
 
 class AuditError(ValueError):
@@ -96,17 +99,9 @@ def candidates(store: Any, *, tenant: str, service: str | None, release: str | N
     return [Candidate(r[0], r[1] or "", r[2] or "") for r in rows]
 
 
-def labelled_records(store: Any, tenant: str, manifest_id: str, trace_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+def labelled_records(store: Any, tenant: str, manifest_id: str, trace_ids: Sequence[str]) -> dict[str, LabelRecord]:
     """Per-trace records already stored under this manifest (for resumption and the summary)."""
-    out: dict[str, dict[str, Any]] = {}
-    for i in range(0, len(trace_ids), 5000):
-        rows = store.query_rows(
-            f"SELECT trace_id, detail FROM {store.table('labels')} FINAL WHERE tenant = {{tenant:String}} "
-            "AND manifest_id = {mid:String} AND trace_id IN {ids:Array(String)}",
-            {"tenant": tenant, "mid": manifest_id, "ids": list(trace_ids[i : i + 5000])},
-        )
-        out.update({r[0]: json.loads(r[1]) for r in rows})
-    return out
+    return {r.trace_id: r for r in read_labels(store, tenant=tenant, manifest_id=manifest_id, trace_ids=trace_ids)}
 
 
 def gold_sources(store: Any, tenant: str, records: Sequence[Any]) -> dict[str, GoldSource]:
@@ -123,17 +118,13 @@ def gold_sources(store: Any, tenant: str, records: Sequence[Any]) -> dict[str, G
         {"tenant": tenant, "ids": ids},
     )
     by_trace = {r[0] for r in rows}
-    return {t: ("span" if t in by_trace else "qrels") for t in ids}
+    return {t: (GoldSource.SPAN if t in by_trace else GoldSource.QRELS) for t in ids}
 
 
-def label_row(rec: dict[str, Any], *, tenant: str, trace_time: datetime) -> tuple[Any, ...]:
-    gen = rec.get("generation")
-    return (
-        tenant, rec["manifest_id"], rec["trace_id"], rec["query_id"], rec["service"], rec["release"],
-        rec["failure_mode"], rec["gold_in_pool"], rec["gold_in_context"], rec["ranking"]["ok"],
-        gen["verdict"] if gen else "", bool(rec["pass"]), rec["score"], rec["confidence"],
-        json.dumps(rec, ensure_ascii=False), trace_time, datetime.now(UTC),
-    )
+def label_row(rec: LabelRecord | Mapping[str, Any], *, tenant: str, trace_time: datetime) -> tuple[Any, ...]:
+    """The ``labels`` row of one record, also given as its JSON object (`ragtrace_store.label_row`)."""
+    record = rec if isinstance(rec, LabelRecord) else LabelRecord.from_json(rec)
+    return store_label_row(record, tenant=tenant, trace_time=trace_time)
 
 
 # --- labelling ---------------------------------------------------------------------------------------
@@ -153,32 +144,32 @@ def evidence_for(rec: Any, source: GoldSource | None, relevance: RelevanceLabell
     ctx = tuple(d.id for d in rec.context)
     ranked_ids = _unique([d.id for d in ranked])
     if rec.gold_ids:
-        return Evidence(pool, ranked_ids, ctx, frozenset(rec.gold_ids), source or "span")
+        return Evidence(pool, ranked_ids, ctx, frozenset(rec.gold_ids), source or GoldSource.SPAN)
     if relevance is None:
-        return Evidence(pool, ranked_ids, ctx, None, "none")
+        return Evidence(pool, ranked_ids, ctx, None, GoldSource.NONE)
     with_text = [d for d in pool_docs.values() if d.content]
     if not with_text or not rec.query:
         # Hash-only content cannot be judged: relevance stays unknown rather than guessed.
-        return Evidence(pool, ranked_ids, ctx, None, "none")
+        return Evidence(pool, ranked_ids, ctx, None, GoldSource.NONE)
     try:
         scores = relevance.relevance(rec.query, _passages(with_text), reference=None)
     except ValueError:
         # Reference-based labellers (eRAG, NLI) need an answer to score documents against; with no
         # reference answer stored, the production answer stands in (the issue's eRAG definition).
         if not rec.answer:
-            return Evidence(pool, ranked_ids, ctx, None, "none")
+            return Evidence(pool, ranked_ids, ctx, None, GoldSource.NONE)
         scores = relevance.relevance(rec.query, _passages(with_text), reference=rec.answer)
     t = relevance.threshold
     gold = frozenset(d.id for d, s in zip(with_text, scores, strict=True) if s >= t)
     # Confidence: how far the scores sit from the threshold, scaled to [0.5, 1].
     span = max(t, 1.0 - t) or 1.0
     margin = sum(min(abs(s - t) / span, 1.0) for s in scores) / len(scores)
-    return Evidence(pool, ranked_ids, ctx, gold, "labeller", 0.5 + 0.5 * margin)
+    return Evidence(pool, ranked_ids, ctx, gold, GoldSource.LABELLER, 0.5 + 0.5 * margin)
 
 
 def label_batch(records: Sequence[Any], *, grounding: GroundingLabeller | None,
                 relevance: RelevanceLabeller | None, sources: dict[str, GoldSource],
-                manifest_id: str) -> list[dict[str, Any]]:
+                manifest_id: str) -> list[LabelRecord]:
     """Per-trace label records of one batch (grounding is batched across traces)."""
     evidence = [evidence_for(r, sources.get(r.trace_id), relevance) for r in records]
     judged: list[GroundingResult | None] = [None] * len(records)
@@ -190,8 +181,8 @@ def label_batch(records: Sequence[Any], *, grounding: GroundingLabeller | None,
     out = []
     for rec, ev, gen in zip(records, evidence, judged, strict=True):
         lab = label_trace(ev, gen, answer=rec.answer, reference=rec.reference)
-        out.append(lab.record(trace_id=rec.trace_id, query_id=rec.query_id, release=rec.release,
-                              service=rec.service, manifest_id=manifest_id))
+        out.append(lab.to_record(trace_id=rec.trace_id, query_id=rec.query_id, release=rec.release,
+                                 service=rec.service, manifest_id=manifest_id))
     return out
 
 
@@ -261,7 +252,7 @@ def run_audit(
     chosen = select(pool, plan)
     done = labelled_records(store, tenant, mid, chosen) if resume else {}
     todo = [t for t in chosen if t not in done]
-    new: dict[str, dict[str, Any]] = {}
+    new: dict[str, LabelRecord] = {}
     label_seconds = 0.0
     with ExitStack() as stack:
         bar = stack.enter_context(_progress(len(chosen), progress))
@@ -272,16 +263,15 @@ def run_audit(
             sources = gold_sources(store, tenant, records)
             out = label_batch(records, grounding=grounding, relevance=relevance, sources=sources,
                               manifest_id=mid)
-            times = {r.trace_id: r.start_time for r in records}
-            store.insert("labels", [label_row(o, tenant=tenant, trace_time=times[o["trace_id"]]) for o in out],
-                         LABEL_COLUMNS)
-            new.update({o["trace_id"]: o for o in out})
+            write_labels(store, out, tenant=tenant, trace_times={r.trace_id: r.start_time for r in records})
+            new.update({o.trace_id: o for o in out})
             label_seconds += time.perf_counter() - t0
             bar.update(len(ids))
     all_records = [new.get(t) or done[t] for t in chosen if t in new or t in done]
     if per_trace is not None:
-        _write_jsonl(per_trace, all_records)
-    report = summarise(all_records, manifest=manifest, manifest_id=mid)
+        write_label_lines(per_trace, all_records)
+    as_json = [r.to_json() for r in all_records]
+    report = summarise(as_json, manifest=manifest, manifest_id=mid)
     report["sampling"] = {
         "n_candidates": len(pool), "n_sampled": len(chosen), "n_labelled_now": len(new), "n_resumed": len(done),
         "n_missing": len(chosen) - len(all_records), "sample": sample, "rate": rate, "stratify": list(strata),
@@ -291,23 +281,9 @@ def run_audit(
                          "since": since_dt.isoformat() if since_dt else None,
                          "until": until_dt.isoformat() if until_dt else None, "stages": stages}
     if return_records:
-        report["records"] = all_records
+        report["records"] = as_json
     elapsed = time.perf_counter() - started
     report["timing"] = {"seconds": round(elapsed, 3), "label_seconds": round(label_seconds, 3),
                         "traces_per_second": round(len(new) / label_seconds, 2) if new and label_seconds else None}
     return report
 
-
-def _write_jsonl(target: str | Path | IO[str], records: Sequence[dict[str, Any]]) -> None:
-    if isinstance(target, str | Path):
-        path = Path(target)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w", encoding="utf-8") as fh:
-            _write_lines(fh, records)
-    else:
-        _write_lines(target, records)
-
-
-def _write_lines(fh: IO[str], records: Sequence[dict[str, Any]]) -> None:
-    for rec in records:
-        fh.write(json.dumps(rec, ensure_ascii=False) + "\n")

@@ -11,7 +11,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ragtrace_evaluator.audit.failure_modes import FAILURE_MODES, contingency
+from ragtrace_evaluator.audit.failure_modes import contingency
+from ragtrace_store import FAILURE_MODES
 
 Z95 = 1.959963984540054
 

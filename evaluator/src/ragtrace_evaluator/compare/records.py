@@ -1,9 +1,10 @@
 """The per-query labels that `ragtrace compare` reads: from JSON Lines files or from the store.
 
-Both sources carry the per-trace record of the shared contract (what `ragtrace audit --per-trace`
-writes and what the `labels.detail` column holds). Only ``query_id``, ``gold_in_context`` and
-``pass`` are required, so results of other harnesses can be compared too; every other field is
-optional and the comparison leaves out what no record has.
+Both sources carry the per-trace record of the shared contract, `ragtrace_store.LabelRecord`
+(what `ragtrace audit --per-trace` writes and what the `labels` table holds); a record with a
+``failure_mode`` is read as one, by `LabelRecord.from_json`. Records of other harnesses need
+only ``query_id``, ``gold_in_context`` and ``pass``; every other field is optional and the
+comparison leaves out what no record has.
 
 A release's labels must come from one labeller manifest: labels from different manifests measure
 different things, so mixing them is refused (`MixedManifestError`) unless the caller forces it.
@@ -17,6 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ragtrace_store import GENERATION_VERDICTS, LabelError, LabelRecord, read_labels
 
 __all__ = [
     "CompareError",
@@ -60,6 +63,18 @@ class TraceLabel:
     #: the stage metrics of the record's ``metrics`` dict (booleans as 0/1; None = undefined)
     metrics: Mapping[str, float | None] = field(default_factory=dict)
 
+    @classmethod
+    def from_record(cls, rec: LabelRecord) -> TraceLabel:
+        """The comparison's view of a label record of the contract."""
+        gen = rec.generation
+        return cls(
+            query_id=rec.query_id, passed=rec.passed, gold_in_context=rec.gold_in_context, trace_id=rec.trace_id,
+            release=rec.release, service=rec.service, manifest_id=rec.manifest_id, gold_in_pool=rec.gold_in_pool,
+            ranking_ok=rec.ranking.ok, verdict=gen.verdict.value if gen is not None else None,
+            refusal_justified=gen.refusal_justified if gen is not None else None, score=rec.score,
+            metrics={k: None if v is None else float(v) for k, v in rec.metrics.items()},
+        )
+
 
 @dataclass(frozen=True)
 class LabelSet:
@@ -73,9 +88,6 @@ class LabelSet:
     n_duplicates: int = 0
     #: records that had no query id and so cannot be paired
     no_query_id: tuple[str, ...] = ()
-
-
-_VERDICTS = {"entailed", "neutral", "contradicted", "abstained"}
 
 
 def _bool(value: Any, field_name: str, where: str, *, nullable: bool) -> bool | None:
@@ -111,9 +123,18 @@ def _section(rec: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
 
 
 def parse_record(rec: Mapping[str, Any], where: str = "record") -> TraceLabel:
-    """Validate one per-trace record; ``where`` (e.g. ``file.jsonl:12``) prefixes every error."""
+    """Validate one per-trace record; ``where`` (e.g. ``file.jsonl:12``) prefixes every error.
+
+    A record with a ``failure_mode`` is a label record of the contract and must be whole (see
+    `ragtrace_store.LabelRecord`); any other is a harness record (module docstring).
+    """
     if not isinstance(rec, Mapping):
         raise CompareError(f"{where}: expected a JSON object, got {type(rec).__name__}")
+    if "failure_mode" in rec:
+        try:
+            return TraceLabel.from_record(LabelRecord.from_json(rec, where))
+        except LabelError as exc:
+            raise CompareError(str(exc)) from exc
     qid = rec.get("query_id")
     if qid is not None and not isinstance(qid, str | int):
         raise CompareError(f"{where}: 'query_id' must be a string, got {qid!r}")
@@ -132,8 +153,9 @@ def parse_record(rec: Mapping[str, Any], where: str = "record") -> TraceLabel:
                            "unknown)")
     pool_raw = rec.get("gold_in_pool", retrieval.get("gold_in_pool"))
     verdict = generation.get("verdict")
-    if verdict is not None and verdict not in _VERDICTS:
-        raise CompareError(f"{where}: generation.verdict must be one of {sorted(_VERDICTS)}, got {verdict!r}")
+    if verdict is not None and verdict not in GENERATION_VERDICTS:
+        raise CompareError(f"{where}: generation.verdict must be one of {sorted(GENERATION_VERDICTS)}, "
+                           f"got {verdict!r}")
     score = _float(rec.get("score"), "score", where)
     if score is not None and not 0.0 <= score <= 1.0:
         raise CompareError(f"{where}: 'score' is end-to-end quality in [0, 1], got {score}")
@@ -221,37 +243,14 @@ def load_release(store: Any, release: str, *, tenant: str = "default", service: 
                  manifest_id: str | None = None) -> list[LabelSet]:
     """The labels of one release in the store, one `LabelSet` per manifest found (newest first).
 
-    Reads the ``labels`` table; its ``detail`` column is the per-trace record. The caller chooses
-    the manifest (see `ragtrace_cli.commands.compare`); an empty list means nothing is labelled.
+    Reads the ``labels`` table through `ragtrace_store.read_labels`. The caller chooses the
+    manifest (see `ragtrace_cli.commands.compare`); an empty list means nothing is labelled.
     """
-    where = ["tenant = {tenant:String}", "release = {release:String}"]
-    params: dict[str, Any] = {"tenant": tenant, "release": release}
-    if service is not None:
-        where.append("service = {service:String}")
-        params["service"] = service
-    if manifest_id is not None:
-        where.append("manifest_id = {manifest:String}")
-        params["manifest"] = manifest_id
-    rows = store.query_rows(
-        "SELECT manifest_id, trace_id, query_id, service, passed, score, gold_in_context, detail, "
-        f"max(labelled_at) OVER (PARTITION BY manifest_id) AS newest FROM {store.table('labels')} FINAL "
-        f"WHERE {' AND '.join(where)} ORDER BY newest DESC, manifest_id, trace_time, trace_id",
-        params,
-    )
-    grouped: dict[str, list[TraceLabel]] = {}
-    for manifest, trace_id, query_id, svc, passed, score, gic, detail, _newest in rows:
-        where_ = f"labels row trace_id={trace_id} manifest_id={manifest}"
-        try:
-            rec = json.loads(detail) if detail else {}
-        except json.JSONDecodeError as exc:
-            raise CompareError(f"{where_}: the detail column is not JSON ({exc.msg}); re-run the audit") from exc
-        if not isinstance(rec, dict):
-            rec = {}
-        # The columns are authoritative for the keys they carry; detail fills in the stage fields.
-        rec.update({"trace_id": trace_id, "query_id": query_id, "service": svc, "release": release,
-                    "manifest_id": manifest, "pass": bool(passed)})
-        rec["score"] = None if score is None else float(score)
-        if "gold_in_context" not in rec:
-            rec["gold_in_context"] = gic
-        grouped.setdefault(manifest, []).append(parse_record(rec, where_))
+    try:
+        records = read_labels(store, tenant=tenant, release=release, service=service, manifest_id=manifest_id)
+    except LabelError as exc:
+        raise CompareError(str(exc)) from exc
+    grouped: dict[str, list[TraceLabel]] = {}  # newest manifest first, as read_labels orders them
+    for rec in records:
+        grouped.setdefault(rec.manifest_id, []).append(TraceLabel.from_record(rec))
     return [label_set(release, "store", labs) for labs in grouped.values()]

@@ -1,0 +1,582 @@
+"""The labels contract: the failure-mode and verdict names, and the per-trace label record.
+
+`ragtrace audit` writes one `LabelRecord` per (trace, labeller manifest): a line of ``--per-trace``
+JSON Lines and a row of the store's ``labels`` table (whose ``detail`` column holds the same JSON).
+`ragtrace compare`, the review queues and the demo read them back. There is one writer and one
+reader of each form:
+
+- JSON: `LabelRecord.to_json` / `LabelRecord.from_json` (and `write_label_lines` /
+  `read_label_lines` for JSON Lines files, one record per line, ``ensure_ascii=False``);
+- the ``labels`` table: `write_labels` / `read_labels` (one row per ``(tenant, manifest_id,
+  trace_id)``, the table's key; readers use ``FINAL`` so the newest version of a row wins).
+
+The primary failure mode of a query is the first that applies, in this precedence (DESIGN.md,
+"Labels"; `FAILURE_MODES` keeps this order):
+
+1. ``retrieval_gap``  — no relevant passage in the candidate pool P;
+2. ``rank_inversion`` — relevant in P but pushed below distractors or out of the context C;
+3. ``under_use``      — relevant in C but the answer abstains, is generic or is grounded elsewhere;
+4. ``fabrication``    — claims supported by no supplied passage;
+5. ``ok``.
+
+Bad input raises `LabelError` (a `StoreError` and a `ValueError`) naming where, the field and
+what to fix. ``None`` always means unknown or undefined, never False or 0.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Final, NoReturn, TypeVar
+
+from ragtrace_store.errors import StoreError
+
+if TYPE_CHECKING:
+    from ragtrace_store.client import Store
+
+__all__ = [
+    "CLAIM_VERDICTS",
+    "FAILURE_MODES",
+    "GENERATION_VERDICTS",
+    "GOLD_SOURCES",
+    "LABEL_COLUMNS",
+    "METRIC_NAMES",
+    "SCORE_BASES",
+    "ClaimRecord",
+    "ClaimVerdict",
+    "FailureMode",
+    "GenerationRecord",
+    "GenerationVerdict",
+    "GoldSource",
+    "LabelError",
+    "LabelRecord",
+    "RankingRecord",
+    "RetrievalRecord",
+    "ScoreBasis",
+    "label_row",
+    "read_label_lines",
+    "read_labels",
+    "write_label_lines",
+    "write_labels",
+]
+
+
+class LabelError(StoreError, ValueError):
+    """A label record (a JSON object or a ``labels`` row) breaks the contract; the message names
+    where, the field, and what to fix."""
+
+
+class FailureMode(StrEnum):
+    """The primary failure mode of one query; members are in precedence order (module docstring)."""
+
+    RETRIEVAL_GAP = "retrieval_gap"
+    RANK_INVERSION = "rank_inversion"
+    UNDER_USE = "under_use"
+    FABRICATION = "fabrication"
+    OK = "ok"
+
+
+class ClaimVerdict(StrEnum):
+    """One claim of an answer against the supplied passages."""
+
+    ENTAILED = "entailed"
+    NEUTRAL = "neutral"
+    CONTRADICTED = "contradicted"
+
+
+class GenerationVerdict(StrEnum):
+    """The whole answer: its claims aggregated, or an abstention (which makes no claim)."""
+
+    ENTAILED = "entailed"
+    NEUTRAL = "neutral"
+    CONTRADICTED = "contradicted"
+    ABSTAINED = "abstained"
+
+
+class GoldSource(StrEnum):
+    """Where a query's gold (relevant) set came from, in the order the audit prefers them."""
+
+    SPAN = "span"
+    QRELS = "qrels"
+    LABELLER = "labeller"
+    NONE = "none"
+
+
+class ScoreBasis(StrEnum):
+    """What ``score``/``pass`` measure: correctness against a known reference answer, else groundedness in C."""
+
+    REFERENCE = "reference"
+    GROUNDING = "grounding"
+
+
+# The names as plain strings (safe as dict keys for every JSON encoder), in declaration order.
+#: failure modes, in precedence order
+FAILURE_MODES: Final[tuple[str, ...]] = tuple(m.value for m in FailureMode)
+CLAIM_VERDICTS: Final[tuple[str, ...]] = tuple(v.value for v in ClaimVerdict)
+GENERATION_VERDICTS: Final[tuple[str, ...]] = tuple(v.value for v in GenerationVerdict)
+GOLD_SOURCES: Final[tuple[str, ...]] = tuple(s.value for s in GoldSource)
+SCORE_BASES: Final[tuple[str, ...]] = tuple(b.value for b in ScoreBasis)
+#: the per-trace metrics the audit writes, in record order (other harnesses may add their own)
+METRIC_NAMES: Final[tuple[str, ...]] = (
+    "recall_5", "precision_5", "recip_rank", "ndcg_cut_5", "success_5", "groundedness", "abstained",
+)
+
+#: the columns of the ``labels`` table, in `label_row` order
+LABEL_COLUMNS: Final[tuple[str, ...]] = (
+    "tenant", "manifest_id", "trace_id", "query_id", "service", "release", "failure_mode", "gold_in_pool",
+    "gold_in_context", "ranking_ok", "generation", "passed", "score", "confidence", "detail", "trace_time",
+    "labelled_at",
+)
+
+_E = TypeVar("_E", bound=StrEnum)
+
+
+# --- validation --------------------------------------------------------------------------------------
+def _fail(where: str, message: str) -> NoReturn:
+    raise LabelError(f"{where}: {message}")
+
+
+def _enum(cls: type[_E], value: Any, where: str, name: str) -> _E:
+    if isinstance(value, cls):
+        return value
+    names = ", ".join(m.value for m in cls)
+    if isinstance(value, str):
+        try:
+            return cls(value)
+        except ValueError:
+            pass
+    _fail(where, f"{name!r} is {value!r}, not one of {names}")
+
+
+def _obj(value: Any, where: str, name: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        _fail(where, f"{name!r} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _check_keys(obj: Mapping[str, Any], where: str, prefix: str, required: Sequence[str],
+                optional: Sequence[str] = ()) -> None:
+    missing = [k for k in required if k not in obj]
+    if missing:
+        _fail(where, f"missing {', '.join(repr(prefix + k) for k in missing)}; the label record's "
+                     f"{prefix.rstrip('.') or 'top level'} has {', '.join(required)}"
+                     f"{' (optional: ' + ', '.join(optional) + ')' if optional else ''}")
+    unknown = sorted(set(obj) - set(required) - set(optional))
+    if unknown:
+        _fail(where, f"unknown {', '.join(repr(prefix + k) for k in unknown)} in {prefix.rstrip('.')!r}; it has "
+                     f"{', '.join((*required, *optional))}")
+
+
+def _str(value: Any, where: str, name: str, *, required: bool = False) -> str:
+    if not isinstance(value, str):
+        _fail(where, f"{name!r} must be a string, got {value!r}")
+    if required and not value:
+        _fail(where, f"{name!r} must not be empty")
+    return value
+
+
+def _opt_str(value: Any, where: str, name: str) -> str | None:
+    return None if value is None else _str(value, where, name)
+
+
+def _bool(value: Any, where: str, name: str, *, nullable: bool) -> bool | None:
+    if value is None and nullable:
+        return None
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    _fail(where, f"{name!r} must be true or false{' (or null when unknown)' if nullable else ''}, got {value!r}")
+
+
+def _num(value: Any, where: str, name: str, *, nullable: bool = True, unit: bool = False) -> float | None:
+    if value is None and nullable:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        if unit and not 0.0 <= value <= 1.0:
+            _fail(where, f"{name!r} is in [0, 1], got {value!r}")
+        return float(value)
+    _fail(where, f"{name!r} must be a finite number{' or null' if nullable else ''}, got {value!r}")
+
+
+def _float(value: Any, where: str, name: str) -> float:
+    out = _num(value, where, name, nullable=False)
+    assert out is not None
+    return out
+
+
+def _rank(value: Any, where: str, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    _fail(where, f"{name!r} must be a rank (an integer >= 0, from 0) or null, got {value!r}")
+
+
+def _metric(value: Any, where: str, name: str) -> float | bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int | float) and math.isfinite(value):
+        return value
+    _fail(where, f"{name!r} must be a finite number, true/false or null, got {value!r}")
+
+
+# --- the record --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RetrievalRecord:
+    """G ∩ P ≠ ∅ and G ∩ C ≠ ∅ (None when the gold set G is unknown), |G| and where G came from."""
+
+    gold_in_pool: bool | None
+    gold_in_context: bool | None
+    n_gold: int
+    gold_source: GoldSource
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "gold_source", _enum(GoldSource, self.gold_source, "retrieval", "gold_source"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"gold_in_pool": self.gold_in_pool, "gold_in_context": self.gold_in_context, "n_gold": self.n_gold,
+                "gold_source": self.gold_source.value}
+
+
+@dataclass(frozen=True)
+class RankingRecord:
+    """Is the best gold ranked above every distractor (None when there is nothing to rank); ranks from 0."""
+
+    ok: bool | None
+    best_gold_rank: int | None
+    best_distractor_rank: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "best_gold_rank": self.best_gold_rank, "best_distractor_rank": self.best_distractor_rank}
+
+
+@dataclass(frozen=True)
+class ClaimRecord:
+    """One atomic claim of the answer, its verdict, and the passage that decided it (None if none)."""
+
+    claim: str
+    verdict: ClaimVerdict
+    support: float
+    contradiction: float
+    passage_id: str | None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "verdict", _enum(ClaimVerdict, self.verdict, "claim", "verdict"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"claim": self.claim, "verdict": self.verdict.value, "support": self.support,
+                "contradiction": self.contradiction, "passage_id": self.passage_id}
+
+
+@dataclass(frozen=True)
+class GenerationRecord:
+    """The generation label: the verdict, claims, groundedness (None for abstentions and claim-less
+    answers) and whether a refusal was justified (None unless the answer abstained with G known)."""
+
+    verdict: GenerationVerdict
+    groundedness: float | None
+    abstained: bool
+    refusal_justified: bool | None
+    claims: tuple[ClaimRecord, ...] = ()
+    #: the supported claims cite only non-gold passages (None in records written before it existed)
+    grounded_elsewhere: bool | None = None
+    #: the grounding labeller's confidence in ``verdict`` (None in records written before it existed)
+    confidence: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "verdict", _enum(GenerationVerdict, self.verdict, "generation", "verdict"))
+        object.__setattr__(self, "claims", tuple(self.claims))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"verdict": self.verdict.value, "groundedness": self.groundedness, "abstained": self.abstained,
+                "refusal_justified": self.refusal_justified, "grounded_elsewhere": self.grounded_elsewhere,
+                "confidence": self.confidence, "claims": [c.to_json() for c in self.claims]}
+
+
+_TOP_REQUIRED = ("trace_id", "query_id", "release", "service", "manifest_id", "failure_mode", "retrieval", "ranking",
+                 "generation", "metrics", "pass", "score", "confidence")
+# gold_in_pool/gold_in_context: at the top level or under "retrieval" (the top level wins);
+# score_basis was added with formula version 2, so older files lack it
+_TOP_OPTIONAL = ("gold_in_pool", "gold_in_context", "score_basis")
+_KNOWN_TOP = frozenset((*_TOP_REQUIRED, *_TOP_OPTIONAL))
+
+
+@dataclass(frozen=True)
+class LabelRecord:
+    """Every label of one query under one labeller manifest: the per-trace record of the contract.
+
+    The JSON shape (`to_json`) is what `ragtrace audit --per-trace` writes and the ``labels.detail``
+    column holds; ``passed`` is ``"pass"`` there, and ``gold_in_pool``/``gold_in_context`` appear
+    both at the top level and under ``"retrieval"`` (reading, the top level wins). Top-level keys
+    the contract does not know (a harness's own annotations) are kept in ``extra`` and written back
+    after the known ones.
+    """
+
+    trace_id: str
+    query_id: str
+    release: str
+    service: str
+    manifest_id: str
+    failure_mode: FailureMode
+    retrieval: RetrievalRecord
+    ranking: RankingRecord
+    #: None when the answer was not judged (``--stages retrieval``, or no answer)
+    generation: GenerationRecord | None
+    #: end-to-end verdict
+    passed: bool
+    #: end-to-end quality in [0, 1]; None when undefined (abstentions, claim-less answers)
+    score: float | None
+    #: the labeller's confidence in ``failure_mode``, in [0, 1]
+    confidence: float | None
+    #: per-trace metrics (`METRIC_NAMES`); values are numbers, booleans or None (undefined)
+    metrics: Mapping[str, float | bool | None] = field(default_factory=dict, hash=False)
+    score_basis: ScoreBasis | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "failure_mode", _enum(FailureMode, self.failure_mode, "label record",
+                                                       "failure_mode"))
+        if self.score_basis is not None:
+            object.__setattr__(self, "score_basis", _enum(ScoreBasis, self.score_basis, "label record",
+                                                          "score_basis"))
+        object.__setattr__(self, "metrics", dict(self.metrics))
+        clash = sorted(set(self.extra) & _KNOWN_TOP)
+        if clash:
+            _fail("label record", f"extra keys {clash} are fields of the record; set the fields instead")
+        object.__setattr__(self, "extra", dict(self.extra))
+
+    @property
+    def gold_in_pool(self) -> bool | None:
+        return self.retrieval.gold_in_pool
+
+    @property
+    def gold_in_context(self) -> bool | None:
+        return self.retrieval.gold_in_context
+
+    # --- JSON ---------------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object of the contract (key order as `ragtrace audit` has always written it)."""
+        out: dict[str, Any] = {
+            "trace_id": self.trace_id,
+            "query_id": self.query_id,
+            "release": self.release,
+            "service": self.service,
+            "manifest_id": self.manifest_id,
+            "failure_mode": self.failure_mode.value,
+            "gold_in_pool": self.gold_in_pool,
+            "gold_in_context": self.gold_in_context,
+            "retrieval": self.retrieval.to_json(),
+            "ranking": self.ranking.to_json(),
+            "generation": None if self.generation is None else self.generation.to_json(),
+            "metrics": dict(self.metrics),
+            "pass": self.passed,
+            "score": self.score,
+            "score_basis": None if self.score_basis is None else self.score_basis.value,
+            "confidence": self.confidence,
+        }
+        out.update(self.extra)
+        return out
+
+    def to_json_line(self) -> str:
+        """One line of JSON Lines (no newline): `to_json` as ``json.dumps(..., ensure_ascii=False)``."""
+        return json.dumps(self.to_json(), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, obj: Any, where: str = "label record") -> LabelRecord:
+        """Validate and read one JSON object of the contract; ``where`` (``file.jsonl:12``, a row)
+        starts every error message."""
+        rec = _obj(obj, where, "record")
+        _check_keys({k: v for k, v in rec.items() if k in _KNOWN_TOP}, where, "", _TOP_REQUIRED, _TOP_OPTIONAL)
+
+        retrieval_raw = _obj(rec["retrieval"], where, "retrieval")
+        _check_keys(retrieval_raw, where, "retrieval.", ("n_gold", "gold_source"), ("gold_in_pool", "gold_in_context"))
+        gold: dict[str, bool | None] = {}
+        for key in ("gold_in_pool", "gold_in_context"):
+            if key in rec:
+                gold[key] = _bool(rec[key], where, key, nullable=True)
+            elif key in retrieval_raw:
+                gold[key] = _bool(retrieval_raw[key], where, f"retrieval.{key}", nullable=True)
+            else:
+                _fail(where, f"missing {key!r} (true, false, or null when relevance is unknown)")
+        n_gold = retrieval_raw["n_gold"]
+        if not isinstance(n_gold, int) or isinstance(n_gold, bool) or n_gold < 0:
+            _fail(where, f"'retrieval.n_gold' must be the number of gold documents (an integer >= 0), got {n_gold!r}")
+        retrieval = RetrievalRecord(gold["gold_in_pool"], gold["gold_in_context"], n_gold,
+                                    _enum(GoldSource, retrieval_raw["gold_source"], where, "retrieval.gold_source"))
+
+        ranking_raw = _obj(rec["ranking"], where, "ranking")
+        _check_keys(ranking_raw, where, "ranking.", ("ok", "best_gold_rank", "best_distractor_rank"))
+        ranking = RankingRecord(_bool(ranking_raw["ok"], where, "ranking.ok", nullable=True),
+                                _rank(ranking_raw["best_gold_rank"], where, "ranking.best_gold_rank"),
+                                _rank(ranking_raw["best_distractor_rank"], where, "ranking.best_distractor_rank"))
+
+        generation = None if rec["generation"] is None else _generation(rec["generation"], where)
+
+        metrics_raw = _obj(rec["metrics"], where, "metrics")
+        metrics = {str(k): _metric(v, where, f"metrics.{k}") for k, v in metrics_raw.items()}
+        basis = rec.get("score_basis")
+        return cls(
+            trace_id=_str(rec["trace_id"], where, "trace_id", required=True),
+            query_id=_str(rec["query_id"], where, "query_id"),
+            release=_str(rec["release"], where, "release"),
+            service=_str(rec["service"], where, "service"),
+            manifest_id=_str(rec["manifest_id"], where, "manifest_id", required=True),
+            failure_mode=_enum(FailureMode, rec["failure_mode"], where, "failure_mode"),
+            retrieval=retrieval,
+            ranking=ranking,
+            generation=generation,
+            passed=bool(_bool(rec["pass"], where, "pass", nullable=False)),
+            score=_num(rec["score"], where, "score", unit=True),
+            confidence=_num(rec["confidence"], where, "confidence"),
+            metrics=metrics,
+            score_basis=None if basis is None else _enum(ScoreBasis, basis, where, "score_basis"),
+            extra={k: v for k, v in rec.items() if k not in _KNOWN_TOP},
+        )
+
+
+def _generation(value: Any, where: str) -> GenerationRecord:
+    gen = _obj(value, where, "generation")
+    _check_keys(gen, where, "generation.", ("verdict", "groundedness", "abstained", "refusal_justified", "claims"),
+                ("grounded_elsewhere", "confidence"))
+    claims_raw = gen["claims"]
+    if not isinstance(claims_raw, list):
+        _fail(where, f"'generation.claims' must be a list of claim objects, got {type(claims_raw).__name__}")
+    claims = []
+    for i, raw in enumerate(claims_raw):
+        name = f"generation.claims[{i}]"
+        c = _obj(raw, where, name)
+        _check_keys(c, where, f"{name}.", ("claim", "verdict", "support", "contradiction", "passage_id"))
+        claims.append(ClaimRecord(
+            claim=_str(c["claim"], where, f"{name}.claim"),
+            verdict=_enum(ClaimVerdict, c["verdict"], where, f"{name}.verdict"),
+            support=_float(c["support"], where, f"{name}.support"),
+            contradiction=_float(c["contradiction"], where, f"{name}.contradiction"),
+            passage_id=_opt_str(c["passage_id"], where, f"{name}.passage_id"),
+        ))
+    return GenerationRecord(
+        verdict=_enum(GenerationVerdict, gen["verdict"], where, "generation.verdict"),
+        groundedness=_num(gen["groundedness"], where, "generation.groundedness"),
+        abstained=bool(_bool(gen["abstained"], where, "generation.abstained", nullable=False)),
+        refusal_justified=_bool(gen["refusal_justified"], where, "generation.refusal_justified", nullable=True),
+        claims=tuple(claims),
+        grounded_elsewhere=_bool(gen.get("grounded_elsewhere"), where, "generation.grounded_elsewhere",
+                                 nullable=True),
+        confidence=_num(gen.get("confidence"), where, "generation.confidence"),
+    )
+
+
+# --- JSON Lines --------------------------------------------------------------------------------------
+def write_label_lines(target: str | Path | IO[str], records: Iterable[LabelRecord]) -> None:
+    """Records as JSON Lines to a path (parent folders created, file replaced) or an open text file."""
+    if isinstance(target, str | Path):
+        path = Path(target)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", encoding="utf-8") as fh:
+            write_label_lines(fh, records)
+        return
+    for rec in records:
+        target.write(rec.to_json_line() + "\n")
+
+
+def read_label_lines(path: str | Path) -> list[LabelRecord]:
+    """Every record of a JSON Lines file (blank lines skipped); errors name ``path:line``."""
+    p = Path(path)
+    out = []
+    with p.open(encoding="utf-8") as fh:
+        for i, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                _fail(f"{p}:{i}", f"not valid JSON ({exc.msg}); expected one label record per line")
+            out.append(LabelRecord.from_json(obj, f"{p}:{i}"))
+    return out
+
+
+# --- the labels table --------------------------------------------------------------------------------
+def label_row(record: LabelRecord, *, tenant: str, trace_time: datetime,
+              labelled_at: datetime | None = None) -> tuple[Any, ...]:
+    """The ``labels`` row of one record, in `LABEL_COLUMNS` order; ``detail`` is `LabelRecord.to_json_line`."""
+    gen = record.generation
+    return (
+        tenant, record.manifest_id, record.trace_id, record.query_id, record.service, record.release,
+        record.failure_mode.value, record.gold_in_pool, record.gold_in_context, record.ranking.ok,
+        gen.verdict.value if gen is not None else "", record.passed, record.score, record.confidence,
+        record.to_json_line(), trace_time, labelled_at or datetime.now(UTC),
+    )
+
+
+def write_labels(store: Store, records: Iterable[LabelRecord], *, tenant: str,
+                 trace_times: Mapping[str, datetime], labelled_at: datetime | None = None) -> int:
+    """Insert one ``labels`` row per record (a newer row of the same (tenant, manifest, trace)
+    replaces the older one); ``trace_times`` maps each trace id to its trace's start time (the
+    table's partition key). Returns the number of rows written."""
+    at = labelled_at or datetime.now(UTC)
+    rows = []
+    for rec in records:
+        if rec.trace_id not in trace_times:
+            _fail(f"label record trace_id={rec.trace_id}", "no trace time given; pass the trace's start time "
+                                                            "in trace_times")
+        rows.append(label_row(rec, tenant=tenant, trace_time=trace_times[rec.trace_id], labelled_at=at))
+    if rows:
+        store.insert("labels", rows, LABEL_COLUMNS)
+    return len(rows)
+
+
+_READ_CHUNK = 5000
+
+
+def read_labels(store: Store, *, tenant: str, manifest_id: str | None = None, release: str | None = None,
+                service: str | None = None, trace_ids: Sequence[str] | None = None) -> list[LabelRecord]:
+    """The stored records matching the filters (the newest version of each row).
+
+    Ordered by manifest, the most recently labelled manifest first, then by trace time and trace
+    id. The columns are authoritative for the keys they carry; ``detail`` holds the rest of the
+    record. ``trace_ids`` are read in chunks, so any number may be given.
+    """
+    where = ["tenant = {tenant:String}"]
+    params: dict[str, Any] = {"tenant": tenant}
+    for col, val in (("manifest_id", manifest_id), ("release", release), ("service", service)):
+        if val is not None:
+            where.append(f"{col} = {{{col}:String}}")
+            params[col] = val
+    sql = ("SELECT manifest_id, trace_id, query_id, release, service, failure_mode, gold_in_pool, gold_in_context, "
+           "passed, score, confidence, detail, max(labelled_at) OVER (PARTITION BY manifest_id) AS newest "
+           f"FROM {store.table('labels')} FINAL WHERE {{where}} "
+           "ORDER BY newest DESC, manifest_id, trace_time, trace_id")
+    if trace_ids is None:
+        rows = store.query_rows(sql.format(where=" AND ".join(where)), params)
+    else:
+        ids = list(trace_ids)
+        rows = []
+        for i in range(0, len(ids), _READ_CHUNK):
+            rows += store.query_rows(sql.format(where=" AND ".join([*where, "trace_id IN {ids:Array(String)}"])),
+                                     {**params, "ids": ids[i : i + _READ_CHUNK]})
+    return [_from_row(tenant, row) for row in rows]
+
+
+def _from_row(tenant: str, row: Sequence[Any]) -> LabelRecord:
+    manifest, trace_id, query_id, release, service, mode, in_pool, in_ctx, passed, score, confidence, detail = row[:12]
+    where = f"labels row tenant={tenant} manifest_id={manifest} trace_id={trace_id}"
+    try:
+        rec = json.loads(detail) if detail else {}
+    except json.JSONDecodeError as exc:
+        _fail(where, f"the detail column is not JSON ({exc.msg}); re-run `ragtrace audit --no-resume`")
+    if not isinstance(rec, dict):
+        _fail(where, f"the detail column must be a JSON object, got {type(rec).__name__}; re-run "
+                     "`ragtrace audit --no-resume`")
+    rec.update(trace_id=str(trace_id), query_id=str(query_id), release=str(release), service=str(service),
+               manifest_id=str(manifest), failure_mode=str(mode), score=None if score is None else float(score))
+    rec["pass"] = bool(passed)
+    if confidence is not None:
+        rec["confidence"] = float(confidence)
+    rec.setdefault("gold_in_pool", in_pool)
+    rec.setdefault("gold_in_context", in_ctx)
+    return LabelRecord.from_json(rec, where)
