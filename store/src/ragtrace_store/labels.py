@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final, NoReturn, TypeVar
 
 from ragtrace_store.errors import StoreError
+from ragtrace_store.filters import TraceFilter
 
 if TYPE_CHECKING:
     from ragtrace_store.client import Store
@@ -541,12 +542,10 @@ def read_labels(store: Store, *, tenant: str, manifest_id: str | None = None, re
     id. The columns are authoritative for the keys they carry; ``detail`` holds the rest of the
     record. ``trace_ids`` are read in chunks, so any number may be given.
     """
-    where = ["tenant = {tenant:String}"]
-    params: dict[str, Any] = {"tenant": tenant}
-    for col, val in (("manifest_id", manifest_id), ("release", release), ("service", service)):
-        if val is not None:
-            where.append(f"{col} = {{{col}:String}}")
-            params[col] = val
+    where, params = TraceFilter(tenant=tenant, release=release, service=service).conditions()
+    if manifest_id is not None:
+        where.append("manifest_id = {manifest_id:String}")
+        params["manifest_id"] = manifest_id
     sql = ("SELECT manifest_id, trace_id, query_id, release, service, failure_mode, gold_in_pool, gold_in_context, "
            "passed, score, confidence, detail, max(labelled_at) OVER (PARTITION BY manifest_id) AS newest "
            f"FROM {store.table('labels')} FINAL WHERE {{where}} "
