@@ -32,7 +32,7 @@ class FakeTrace:
 
 
 def _now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
+    return datetime.now(UTC)  # aware: clickhouse-connect would write a naive time as local time
 
 
 def write_trace(store: Store, tenant: str, t: FakeTrace, *, service: str = "svc", release: str = "r1") -> None:

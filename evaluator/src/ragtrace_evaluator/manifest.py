@@ -12,13 +12,13 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
-from datetime import UTC, datetime
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from ragtrace_evaluator.audit.failure_modes import FORMULA_VERSION
+from ragtrace_store import utc_now
 
 MANIFEST_VERSION = 1
 
@@ -70,7 +70,7 @@ def manifest_id(manifest: dict[str, Any]) -> str:
 def store_manifest(store: Any, manifest: dict[str, Any]) -> str:
     """Write the manifest into the ``manifests`` table (idempotent: ReplacingMergeTree by id)."""
     mid = manifest_id(manifest)
-    store.insert("manifests", [(mid, canonical_json(manifest), datetime.now(UTC))],
+    store.insert("manifests", [(mid, canonical_json(manifest), utc_now())],
                  ["manifest_id", "manifest", "created_at"])
     return mid
 

@@ -14,10 +14,10 @@ import hmac
 import re
 import secrets
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from ragtrace_review.errors import ReviewError
-from ragtrace_store import DEFAULT_TENANT, Store
+from ragtrace_store import DEFAULT_TENANT, Store, as_utc, utc_now
 
 #: Tokens carry a recognisable prefix so a leaked one can be found by secret scanners.
 TOKEN_PREFIX = "rtr_"
@@ -51,13 +51,9 @@ def hash_secret(value: str) -> str:
     return hashlib.sha256(value.encode("utf-8")).hexdigest()
 
 
-def _now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
-
-
 def _row_to_reviewer(row: tuple[object, ...]) -> Reviewer:
     reviewer_id, tenant, name, disabled, created_at = row
-    return Reviewer(str(reviewer_id), str(tenant), str(name), bool(disabled), created_at)  # type: ignore[arg-type]
+    return Reviewer(str(reviewer_id), str(tenant), str(name), bool(disabled), as_utc(created_at))  # type: ignore[arg-type]
 
 
 _REVIEWER_COLS = "reviewer_id, tenant, name, disabled, created_at"
@@ -71,7 +67,7 @@ def add_reviewer(store: Store, name: str, *, tenant: str = DEFAULT_TENANT) -> tu
         raise ReviewError(f"tenant {tenant!r} already has a reviewer named {name!r}; pick another name")
     reviewer_id = secrets.token_hex(8)
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    now = _now()
+    now = utc_now()
     store.insert(
         "reviewers",
         [(tenant, reviewer_id, name, hash_secret(token), False, now, now)],
@@ -106,7 +102,7 @@ def set_disabled(store: Store, reviewer: Reviewer, disabled: bool = True) -> Rev
     )[0][0]
     store.insert(
         "reviewers",
-        [(reviewer.tenant, reviewer.reviewer_id, reviewer.name, token_hash, disabled, reviewer.created_at, _now())],
+        [(reviewer.tenant, reviewer.reviewer_id, reviewer.name, token_hash, disabled, reviewer.created_at, utc_now())],
         ["tenant", "reviewer_id", "name", "token_hash", "disabled", "created_at", "updated_at"],
     )
     if disabled:
@@ -140,7 +136,7 @@ def create_session(store: Store, reviewer: Reviewer, *, ttl: timedelta = SESSION
     """Start a session; returns (session id for the cookie, CSRF token for its forms)."""
     session_id = secrets.token_urlsafe(32)
     csrf = secrets.token_urlsafe(32)
-    now = _now()
+    now = utc_now()
     store.insert("review_sessions",
                  [(reviewer.tenant, hash_secret(session_id), reviewer.reviewer_id, csrf, now, now + ttl, False, now)],
                  _SESSION_COLS)
@@ -157,7 +153,7 @@ def session_for_id(store: Store, session_id: str) -> Session | None:
     if not rows:
         return None
     reviewer_id, csrf, expires_at, revoked, tenant = rows[0]
-    if revoked or expires_at <= _now():
+    if revoked or as_utc(expires_at) <= utc_now():
         return None
     reviewer = next((r for r in list_reviewers(store, tenant=str(tenant)) if r.reviewer_id == reviewer_id), None)
     if reviewer is None or reviewer.disabled:
@@ -175,8 +171,9 @@ def _revoke_where(store: Store, where: str, params: dict[str, object]) -> None:
         f"FROM {store.table('review_sessions')} FINAL WHERE {where} AND NOT revoked",
         params,
     )
-    now = _now()
-    store.insert("review_sessions", [(*r, True, now) for r in rows], _SESSION_COLS)
+    now = utc_now()
+    # the times go back as they came (aware UTC): a naive one would be written as local time
+    store.insert("review_sessions", [(*r[:4], as_utc(r[4]), as_utc(r[5]), True, now) for r in rows], _SESSION_COLS)
 
 
 # --- signed cookies ---------------------------------------------------------------------------

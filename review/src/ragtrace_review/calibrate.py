@@ -11,7 +11,7 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from ragtrace_review.queues import (
     list_items,
     reviewers_per_item,
 )
-from ragtrace_store import CLAIM_VERDICTS, FAILURE_MODES, Store
+from ragtrace_store import CLAIM_VERDICTS, FAILURE_MODES, Store, utc_now
 
 
 def _first_m(groups: dict[Any, list[tuple[datetime, str, str]]], m: int) -> list[list[str]]:
@@ -222,7 +222,7 @@ def build_gold(store: Store, *, tenant: str, queue: str) -> GoldExport:
 
 def store_gold(store: Store, tenant: str, gold: GoldExport) -> int:
     """Add the relevance judgements to the `gold` table (source 'review') for the next audit."""
-    now = datetime.now(UTC).replace(tzinfo=None)
+    now = utc_now()
     rows = [(tenant, "" if topic in gold.trace_topics else topic, topic if topic in gold.trace_topics else "",
              doc_id, rel, "review", now) for topic, doc_id, rel in gold.qrels]
     store.insert("gold", rows, ["tenant", "query_id", "trace_id", "doc_id", "relevance", "source", "added_at"])

@@ -25,19 +25,25 @@ import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from ragtrace_review.auth import Reviewer
 from ragtrace_review.errors import ReviewError
-from ragtrace_store import CLAIM_VERDICTS, DEFAULT_TENANT, FAILURE_MODES, LabelError, LabelRecord, Store, read_labels
+from ragtrace_store import (
+    CLAIM_VERDICTS,
+    DEFAULT_TENANT,
+    FAILURE_MODES,
+    LabelError,
+    LabelRecord,
+    Store,
+    as_utc,
+    read_labels,
+    utc_now,
+)
 
 LEASE = timedelta(minutes=30)
 _ASSIGN_LOCK = threading.Lock()
-
-
-def _now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
 
 
 def trace_hash(trace_id: str) -> int:
@@ -255,7 +261,7 @@ def enqueue(
             if ts:
                 order.append((name, ts.pop(0)))
 
-    now = _now()
+    now = utc_now()
     start = max((it.position for it in existing.values()), default=-1) + 1
     rows = []
     for offset, (name, t) in enumerate(order):
@@ -370,7 +376,7 @@ def next_item(store: Store, reviewer: Reviewer, queue: str, *, lease: timedelta 
     """The trace id this reviewer should label next in ``queue`` (assigning it), or None when done."""
     k = reviewers_per_item(store, tenant=reviewer.tenant, queue=queue)
     with _ASSIGN_LOCK:
-        now = _now()
+        now = utc_now()
         params = {"tenant": reviewer.tenant, "queue": queue, "rid": reviewer.reviewer_id, "now": now, "k": k}
         # An item this reviewer holds but has not decided comes back first (a reload, a crash):
         # it was given to them, so it is not "shown twice" to anyone else.
@@ -397,7 +403,7 @@ def next_item(store: Store, reviewer: Reviewer, queue: str, *, lease: timedelta 
             f"  {store.table('review_decisions')} FINAL WHERE tenant = {{tenant:String}} AND queue = {{queue:String}} "
             "  UNION DISTINCT SELECT trace_id, reviewer_id FROM "
             f"  {store.table('review_assignments')} FINAL WHERE tenant = {{tenant:String}} "
-            "  AND queue = {queue:String} AND expires_at > {now:DateTime64(3)}"
+            "  AND queue = {queue:String} AND expires_at > {now:DateTime64(3, 'UTC')}"
             ") GROUP BY trace_id HAVING count() >= {k:UInt32}) "
             "ORDER BY i.position LIMIT 1",
             params,
@@ -451,7 +457,7 @@ def record_decision(
         )
         rel_rows = tuple({"doc_id": d, "relevant": bool(r)} for d, r in sorted((relevance or {}).items()))
         decision = Decision(queue, trace_id, reviewer.reviewer_id, reviewer.name, item.manifest_id,
-                            item.failure_mode, failure_mode, claim_rows, rel_rows, note, _now())
+                            item.failure_mode, failure_mode, claim_rows, rel_rows, note, utc_now())
         store.insert("review_decisions", [(
             reviewer.tenant, queue, trace_id, reviewer.reviewer_id, reviewer.name, item.manifest_id,
             item.failure_mode, failure_mode, json.dumps(list(claim_rows)), json.dumps(list(rel_rows)), note,
@@ -469,5 +475,5 @@ def list_decisions(store: Store, *, tenant: str, queue: str) -> list[Decision]:
         {"tenant": tenant, "queue": queue},
     )
     return [Decision(str(q), str(t), str(rid), str(name), str(m), str(lm), str(fm),
-                     tuple(json.loads(c or "[]")), tuple(json.loads(rel or "[]")), str(note), at)
+                     tuple(json.loads(c or "[]")), tuple(json.loads(rel or "[]")), str(note), as_utc(at))
             for q, t, rid, name, m, lm, fm, c, rel, note, at in rows]

@@ -56,6 +56,10 @@ class Store:
 
     All SQL that interpolates user values uses server-side parameters (``{name:Type}``); only the
     database name (validated against ``[A-Za-z_][A-Za-z0-9_]*``) is formatted into statements.
+
+    Times go in and come out aware (`ragtrace_store.clock`): `open_store` asks clickhouse-connect
+    for aware datetimes (``tz_mode="aware"``), because it inserts a naive one as local time, so a
+    naive value read back and written again would move by the process's UTC offset.
     """
 
     def __init__(self, client: Any, database: str, *, location: str, embedded: bool,
@@ -238,6 +242,7 @@ def open_store(store: str | os.PathLike[str] | None = None, *, migrate: bool = T
                 password=unquote(url.password or ""),
                 secure=url.scheme == "https",
                 database="default",
+                tz_mode="aware",
             )
         except Exception as exc:
             raise StoreError(f"cannot reach the ClickHouse server at {url.hostname}:{url.port}: {exc}") from exc
@@ -248,7 +253,7 @@ def open_store(store: str | os.PathLike[str] | None = None, *, migrate: bool = T
             raise StoreError(f"--store {path} is a file; give a directory (embedded store) or a server URL")
         path.mkdir(parents=True, exist_ok=True)
         try:
-            client = clickhouse_connect.get_client(interface="chdb", path=str(path))
+            client = clickhouse_connect.get_client(interface="chdb", path=str(path), tz_mode="aware")
         except Exception as exc:
             if "lock" in str(exc).lower() or _locked_by_another_process(path):
                 raise StoreLockedError(

@@ -29,11 +29,12 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final, NoReturn, TypeVar
 
+from ragtrace_store.clock import as_utc, utc_now
 from ragtrace_store.errors import StoreError
 from ragtrace_store.filters import TraceFilter
 
@@ -510,7 +511,7 @@ def label_row(record: LabelRecord, *, tenant: str, trace_time: datetime,
         tenant, record.manifest_id, record.trace_id, record.query_id, record.service, record.release,
         record.failure_mode.value, record.gold_in_pool, record.gold_in_context, record.ranking.ok,
         gen.verdict.value if gen is not None else "", record.passed, record.score, record.confidence,
-        record.to_json_line(), trace_time, labelled_at or datetime.now(UTC),
+        record.to_json_line(), as_utc(trace_time), as_utc(labelled_at) if labelled_at else utc_now(),
     )
 
 
@@ -519,7 +520,7 @@ def write_labels(store: Store, records: Iterable[LabelRecord], *, tenant: str,
     """Insert one ``labels`` row per record (a newer row of the same (tenant, manifest, trace)
     replaces the older one); ``trace_times`` maps each trace id to its trace's start time (the
     table's partition key). Returns the number of rows written."""
-    at = labelled_at or datetime.now(UTC)
+    at = as_utc(labelled_at) if labelled_at else utc_now()
     rows = []
     for rec in records:
         if rec.trace_id not in trace_times:

@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from ragtrace_store.clock import as_utc
 from ragtrace_store.filters import TraceFilter
 from ragtrace_store.records import (
     DEFAULT_TENANT,
@@ -118,7 +119,7 @@ def _assemble(store: Store, tenant: str, roots: list[tuple[Any, ...]], with_cont
         gold = gold_by_trace.get(trace_id) or gold_by_query.get(query_id, set())
         yield TraceRecord(
             trace_id=trace_id, query_id=query_id, tenant=tenant, service=service, release=release,
-            environment=env, route=route, start_time=start, query=query,
+            environment=env, route=route, start_time=as_utc(start), query=query,
             answer=answer if answer is not None else answers.get(trace_id),
             retrieved=retrieved, reranked=reranked, context=context,
             gold_ids=tuple(sorted(gold)),

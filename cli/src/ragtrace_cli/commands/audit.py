@@ -11,7 +11,6 @@ import argparse
 import json
 import os
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -287,7 +286,9 @@ def _matched_queries(store: Any, tenant: str, query_ids: list[str]) -> int:
 def import_references(store: Any, refs: dict[str, str], *, tenant: str = "default") -> dict[str, int]:
     """Write reference answers into ``reference_answers`` (source 'import', keyed by query id; a
     re-import replaces the earlier reference)."""
-    now = datetime.now(UTC)
+    from ragtrace_store import utc_now
+
+    now = utc_now()
     rows = [(tenant, qid, "", ref, "import", now) for qid, ref in refs.items()]
     for i in range(0, len(rows), 50_000):
         store.insert("reference_answers", rows[i : i + 50_000],
@@ -297,7 +298,9 @@ def import_references(store: Any, refs: dict[str, str], *, tenant: str = "defaul
 
 def import_qrels(store: Any, qrels: dict[str, dict[str, int]], *, tenant: str = "default") -> dict[str, int]:
     """Write qrels into the ``gold`` table (source 'qrels', keyed by query id; idempotent)."""
-    now = datetime.now(UTC)
+    from ragtrace_store import utc_now
+
+    now = utc_now()
     rows = [(tenant, qid, "", doc, rel, "qrels", now) for qid, docs in qrels.items() for doc, rel in docs.items()]
     for i in range(0, len(rows), 50_000):
         store.insert("gold", rows[i : i + 50_000],

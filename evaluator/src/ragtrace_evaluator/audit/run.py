@@ -16,7 +16,7 @@ import importlib
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -30,6 +30,7 @@ from ragtrace_store import (
     GoldSource,
     LabelRecord,
     TraceFilter,
+    as_utc,
     parse_time_bound,
     read_labels,
     write_label_lines,
@@ -46,14 +47,14 @@ class AuditError(ValueError):
 
 # --- option parsing (shared with the CLI and POST /api/audit) -----------------------------------------
 def parse_time(value: datetime | str | None, name: str) -> datetime | None:
-    """``--since``/``--until`` as a naive UTC time: a datetime, an ISO time or an age (``-1h``, ``7d``)."""
+    """``--since``/``--until`` as an aware UTC time: a datetime (naive means UTC), an ISO time or an age
+    (``-1h``, ``7d``)."""
     if isinstance(value, datetime):
-        return value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo is not None else value
+        return as_utc(value)
     try:
-        parsed = parse_time_bound(value, name)
+        return parse_time_bound(value, name)
     except ValueError as exc:
         raise AuditError(str(exc)) from None
-    return None if parsed is None else parsed.replace(tzinfo=None)
 
 
 def _factory(make: Callable[[str], Any], name: str) -> Any:
