@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 
 def read_traces(
-store: Store,
+    store: Store,
     *,
     tenant: str = DEFAULT_TENANT,
     service: str | None = None,
@@ -64,6 +64,7 @@ store: Store,
         after = (roots[-1][6], roots[-1][0])
         if left is not None:
             left -= len(roots)
+
 
 def _assemble(store: Store, tenant: str, roots: list[tuple[Any, ...]], with_content: bool) -> Iterator[TraceRecord]:
     ids = [r[0] for r in roots]
@@ -127,6 +128,7 @@ def _assemble(store: Store, tenant: str, roots: list[tuple[Any, ...]], with_cont
             complete=True, context_derived=derived,
         )
 
+
 def _references(store: Store, tenant: str, trace_ids: list[str],
                 query_ids: list[str]) -> tuple[dict[str, str], dict[str, str]]:
     """Reference answers ``(by trace id, by query id)``: one sent on a trace's spans
@@ -141,6 +143,7 @@ def _references(store: Store, tenant: str, trace_ids: list[str],
     by_trace = {t: ref for _q, t, ref in rows if t}
     by_query = {q: ref for q, t, ref in rows if not t}
     return by_trace, by_query
+
 
 def _generation_answers(store: Store, trace_ids: list[str], tenant: str) -> dict[str, str]:
     """The answer of a query whose root has none: the last generation span's ``output.value``."""

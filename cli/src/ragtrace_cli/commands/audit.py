@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ragtrace_store import LabelError, LabelRecord, write_label_lines
+
 ENV_TOKEN = "RAGTRACE_TOKEN"
 
 
@@ -84,7 +86,13 @@ def audit_main(argv: list[str]) -> int:
                 print("ragtrace audit: the server did not return per-trace records; upgrade the server",
                       file=sys.stderr)
                 return 1
-            _write_jsonl(Path(args.per_trace), records)
+            try:
+                write_label_lines(args.per_trace, [LabelRecord.from_json(rec, f"server record {i}")
+                                                   for i, rec in enumerate(records, start=1)])
+            except LabelError as exc:
+                print(f"ragtrace audit: the server sent a label record this client cannot read ({exc}); "
+                      "use the same ragtrace version on both sides", file=sys.stderr)
+                return 1
     else:
         code, report = _local_audit(args, options)
         if code:
@@ -157,13 +165,6 @@ def _remote_audit(server: str, options: dict[str, Any], *, token: str | None, wa
         print(f"ragtrace audit: {exc}", file=sys.stderr)
         return (2 if exc.status in (400, 422) else 1), {}
     return 0, data
-
-
-def _write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as fh:
-        for rec in records:
-            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
 
 
 # --- ragtrace labels import ---------------------------------------------------------------------------

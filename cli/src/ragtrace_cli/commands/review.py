@@ -19,7 +19,7 @@ from ragtrace_review import auth
 from ragtrace_review.calibrate import agreement_report, export_gold, render_text, write_gold
 from ragtrace_review.errors import ReviewError
 from ragtrace_review.queues import enqueue, progress, queue_names
-from ragtrace_store import DEFAULT_TENANT, Store, StoreError, open_store
+from ragtrace_store import DEFAULT_TENANT, LabelError, Store, StoreError, open_store, read_label_lines
 
 ENV_TOKEN = "RAGTRACE_REVIEW_TOKEN"
 #: the collector's tenant token (as for `ragtrace audit --server`), for reviewer administration
@@ -151,8 +151,7 @@ def _remote(args: argparse.Namespace, token: str) -> int:
                     if value is not None:
                         body[key] = value
                 if args.labels is not None:
-                    with args.labels.open(encoding="utf-8") as fh:
-                        body["labels"] = [json.loads(line) for line in fh if line.strip()]
+                    body["labels"] = [rec.to_json() for rec in read_label_lines(args.labels)]
                 data = remote.post_json(f"{base}/queues/{quote(args.queue, safe='')}/enqueue", body)
             elif args.action == "agreement":
                 data = remote.get(f"{base}/queues/{quote(args.queue, safe='')}/agreement")
@@ -162,7 +161,7 @@ def _remote(args: argparse.Namespace, token: str) -> int:
                 data = remote.get(f"{base}/queues/{quote(args.queue, safe='')}/export")
                 if args.to_store:
                     remote.post_json(f"{base}/queues/{quote(args.queue, safe='')}/gold")
-    except RemoteError as exc:
+    except (RemoteError, LabelError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if args.action == "enqueue":
@@ -231,8 +230,7 @@ def review_main(argv: list[str], store: Store | None = None) -> int:
         if args.action == "enqueue":
             labels = None
             if args.labels is not None:
-                with args.labels.open(encoding="utf-8") as fh:
-                    labels = [json.loads(line) for line in fh if line.strip()]
+                labels = [rec.to_json() for rec in read_label_lines(args.labels)]
             res = enqueue(st, args.queue, labels, args.per_mode, args.reviewers, tenant=args.tenant,
                           manifest_id=args.manifest, low_confidence=args.low_confidence, release=args.release,
                           service=args.service, description=args.description)

@@ -39,7 +39,7 @@ from ragtrace_store import (
 from ragtrace_store import label_row as store_label_row
 
 STAGES = ("retrieval", "all")
-# Where the labeller factories live (the grounding helper's modules), tried in order.
+
 
 class AuditError(ValueError):
     """An audit cannot run as asked; the message says what to change."""
