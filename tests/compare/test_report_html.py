@@ -31,12 +31,16 @@ def comparison():
 
 
 def test_untrusted_strings_are_escaped_in_the_markup(comparison) -> None:
-    html = render_report(comparison, trace_url="http://collector.local/traces/{trace_id}")
+    html = render_report(comparison, server_url="http://collector.local/")
     assert HOSTILE_RELEASE not in html and HOSTILE_QUERY not in html
     assert "&lt;script&gt;alert(&#39;release&#39;)&lt;/script&gt;" in html
     assert "&#34;&gt;&lt;img src=x onerror=alert(1)&gt;" in html
     # Trace ids become URL-encoded links when a template is given.
     assert 'href="http://collector.local/traces/v2-' in html
+    assert "ragtrace traces show" not in html  # with a server every trace is a link to its page
+    # Without one, every trace names the command that shows it.
+    plain = render_report(comparison)
+    assert "<code>ragtrace traces show v2-" in plain and 'class="trace"' not in plain
     assert "<script" not in html.lower()
     assert "http://" not in html.replace("http://collector.local/", "").replace("http://www.w3.org/", "")
 
@@ -77,14 +81,32 @@ def test_report_renders_in_headless_chromium(comparison, tmp_path: Path) -> None
             text = page.inner_text("body")
             n_scripts = page.evaluate("() => document.scripts.length")
             lost_rows = page.locator("#movers-gold_in_context-lost + div table tr").count()
+            # the failure-mode table sits above the decomposition, and a transition count links to
+            # the queries that made it
+            tops = page.evaluate(
+                "() => ['failure-modes', 'mode-transitions'].map(id => document.getElementById(id)"
+                ".getBoundingClientRect().top).concat([Array.from(document.querySelectorAll('h2')).find("
+                "h => h.textContent === 'Decomposition').getBoundingClientRect().top])")
+            mode_rows = page.locator("#failure-mode-table tr").count()
+            first = page.locator("#transition-matrix a").first
+            target = first.get_attribute("href")
+            first.click()
+            shown = page.locator(f"{target} + div table tr").count()
+            heading = page.inner_text(target)
             page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
         finally:
             browser.close()
     assert errors == [] and dialogs == [] and requests == []
-    assert {p["id"] for p in plots} == {"plot-decomposition", "plot-deltas", "plot-scores", "plot-cells"}
+    assert {p["id"] for p in plots} == {"plot-modes", "plot-decomposition", "plot-deltas", "plot-scores",
+                                        "plot-cells"}
     assert all(p["ok"] for p in plots), plots
     assert n_scripts == 0
     assert HOSTILE_RELEASE in text and HOSTILE_QUERY in text  # shown as text, not executed
     assert "gold_in_context · lost (62)" in text and lost_rows == 63  # header row + 62 movers
     assert "Family-wise false-alarm probability" in text
+    assert tops[0] < tops[1] < tops[2] and mode_rows == 1 + 6  # header + 5 modes + abstained
+    assert "Failure modes" in text and "retrieval_gap" in text and "rank_inversion" in text
+    assert "under_use" in text and "fabrication" in text
+    n_cell = int(heading.rsplit("(", 1)[1].rstrip(")"))
+    assert target.startswith("#transition-") and shown == n_cell + 1
     assert (tmp_path / "report.png").stat().st_size > 10_000

@@ -57,8 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
     p.add_argument("--confidence", type=float, default=0.95, help="confidence level (default 0.95)")
     p.add_argument("--max-ids", type=int, default=20, help="query ids listed per mover group in the terminal")
+    p.add_argument("--server-url", metavar="URL",
+                   help="base URL of `ragtrace serve`: the HTML links each trace id to URL/traces/ID (default: "
+                        "each trace shows its `ragtrace traces show ID` command)")
     p.add_argument("--trace-url", metavar="TEMPLATE",
-                   help="link template for trace ids in the HTML, e.g. http://host:4318/traces/{trace_id}")
+                   help="link template for trace ids in the HTML, e.g. http://host:4318/traces/{trace_id} "
+                        "(overrides --server-url)")
     return p
 
 
@@ -151,6 +155,8 @@ def render_terminal(c: Comparison, report: dict[str, Any], *, max_ids: int = 20,
             more = f" … {len(ids) - max_ids} more" if len(ids) > max_ids else ""
             con.print(f"  unmatched (only in {side}): {_esc(', '.join(ids[:max_ids]))}{more}")
 
+    _failure_modes(con, report, max_ids)
+
     t = Table(title="Stage metrics (candidate − baseline, paired)", title_justify="left")
     for col in ("metric", "boundary", "n", "baseline", "candidate", "Δ", "CI (BCa)", "CI (percentile)"):
         t.add_column(col, justify="left" if col in ("metric", "boundary") else "right")
@@ -228,6 +234,44 @@ def render_terminal(c: Comparison, report: dict[str, Any], *, max_ids: int = 20,
             con.print(f"  … {len(warns) - max_ids} more in the JSON report")
 
 
+def _failure_modes(con: Any, report: dict[str, Any], max_ids: int) -> None:
+    """The mode table (rates, paired Δ, both CIs, n) and the transition matrix, first: which mode
+    moved is the first question of a release review."""
+    from rich.table import Table
+
+    rows = report["failure_modes"]
+    if not rows:
+        return
+    t = Table(title="Failure modes (share of paired queries; candidate − baseline, paired)", title_justify="left")
+    for col in ("mode", "n", "baseline", "candidate", "Δ", "CI (BCa)", "CI (percentile)"):
+        t.add_column(col, justify="left" if col == "mode" else "right")
+    for m in rows:
+        count = f" ({m['baseline_count']} → {m['candidate_count']})" if m["baseline_count"] is not None else ""
+        t.add_row(m["mode"] + count, str(m["n"]), _fmt(m["baseline"]), _fmt(m["candidate"]), _delta(m["delta"]),
+                  _ci(m["ci95"]["bca"]), _ci(m["ci95"]["percentile"]),
+                  style=_style(m["delta"], m["ci95"]["bca"], m["direction"]))
+    con.print(t)
+    tr = report["failure_mode_transitions"]
+    if not tr:
+        return
+    modes = tr["modes"]
+    t = Table(title=f"Mode transitions (rows: baseline, columns: candidate; {tr['n_changed']} of {tr['n']} queries "
+                    "changed mode)", title_justify="left")
+    t.add_column("baseline \\ candidate")
+    for m in modes:
+        t.add_column(m, justify="right")
+    for i, m in enumerate(modes):
+        t.add_row(m, *(f"[bold]{n}[/bold]" if i == j else str(n) for j, n in enumerate(tr["counts"][i])))
+    con.print(t)
+    if tr["n_unknown"]:
+        con.print(f"  {tr['n_unknown']} paired queries have no mode on one side and are not in the matrix")
+    for cell in tr["changed"][:5]:
+        ids = _ids(tuple(cell["query_ids"]), min(5, max_ids))
+        con.print(f"  {cell['baseline']} → {cell['candidate']}: {cell['n']}  {_esc(ids)}")
+    if len(tr["changed"]) > 5:
+        con.print(f"  … {len(tr['changed']) - 5} more transitions (all ids are in --json)")
+
+
 def _movers_report(con: Any, c: Comparison, boundary: str | None, metric: str, reason: str,
                    max_ids: int) -> None:
     boundaries = [boundary] if boundary in {m.boundary for m in c.movers} else sorted(
@@ -276,6 +320,14 @@ def compare_main(argv: list[str]) -> int:
     if not 0.5 <= args.confidence < 1:
         print("ragtrace compare: error: --confidence must be in [0.5, 1)", file=sys.stderr)
         return 2
+    if args.html:
+        from ragtrace_evaluator.compare.report_html import trace_link_template
+
+        try:
+            trace_link_template(args.server_url, args.trace_url)
+        except ValueError as exc:
+            print(f"ragtrace compare: error: {exc}", file=sys.stderr)
+            return 2
     store_box: list[Any] = []
     try:
         baseline = load_side(args.baseline, args, store_box)
@@ -310,7 +362,7 @@ def compare_main(argv: list[str]) -> int:
         if args.html:
             from ragtrace_evaluator.compare.report_html import write_report
 
-            write_report(result, args.html, trace_url=args.trace_url)
+            write_report(result, args.html, trace_url=args.trace_url, server_url=args.server_url)
             if args.json != "-":
                 print(f"HTML report: {Path(args.html).resolve()}")
     except OSError as exc:

@@ -11,6 +11,8 @@ in one paired run (see `ragtrace_evaluator.compare.bootstrap`):
 - the decomposition e2e = recall·P(pass | gold in C) + (1 − recall)·P(pass | no gold in C) on the
   queries whose relevance is known, with both terms, so a loss at one boundary cancelled by a gain
   at another is visible;
+- the failure-mode mix: each mode's rate in both releases with its paired difference, and the
+  transition matrix of the queries that changed mode (`ragtrace_evaluator.compare.modes`);
 - movers (`ragtrace_evaluator.compare.movers`) and gates (`ragtrace_evaluator.compare.gates`).
 """
 
@@ -36,6 +38,14 @@ from ragtrace_evaluator.compare.gates import GateSet, GateSpec, default_gates, e
 from ragtrace_evaluator.compare.metric_info import CELL_PREFIX as _CELL_PREFIX
 from ragtrace_evaluator.compare.metric_info import DECOMP_PREFIX as _DECOMP_PREFIX
 from ragtrace_evaluator.compare.metric_info import DECOMPOSITION_KEYS, metric_info
+from ragtrace_evaluator.compare.metric_info import MODE_PREFIX as _MODE_PREFIX
+from ragtrace_evaluator.compare.modes import (
+    TransitionMatrix,
+    failure_mode_rows,
+    mode_levels,
+    mode_statistics,
+    transitions,
+)
 from ragtrace_evaluator.compare.movers import Mover, below_threshold, movers_for
 from ragtrace_evaluator.compare.records import CompareError, LabelSet, TraceLabel
 
@@ -87,6 +97,8 @@ def _indicator(x: NDArray[np.float64], value: float) -> NDArray[np.float64]:
     return out
 
 
+#: prefixes of the statistics that are not stage metrics (reported in their own blocks)
+_PREFIXES = (_CELL_PREFIX, _DECOMP_PREFIX, _MODE_PREFIX)
 #: statistic names the comparison defines itself (a metrics-dict key of the same name is renamed)
 _RESERVED = ("gold_in_pool", "ranking_ok", "gold_in_context", "pass_rate", "mean_score", "below_threshold")
 
@@ -100,7 +112,7 @@ def _build_statistics(p: Pairing, threshold: float) -> tuple[list[RatioStatistic
     used = set(_RESERVED)
     for key in keys:
         name = "abstention_rate" if key == "abstained" else key
-        if name in used or name.startswith((_CELL_PREFIX, _DECOMP_PREFIX)):
+        if name in used or name.startswith(_PREFIXES):
             name = f"metrics.{key}"  # a harness's own key must not shadow one of ours
         used.add(name)
         stats.append(mean_statistic(name, _col(a, lambda r, k=key: r.metrics.get(k)),
@@ -135,6 +147,10 @@ def _build_statistics(p: Pairing, threshold: float) -> tuple[list[RatioStatistic
             "term_gold": (gold * ok, known),
             "term_without_gold": (miss * ok, known),
         }
+
+    stats.extend(mode_statistics(p))
+    if not any(lab.failure_mode for lab in (*a, *b)):
+        notes.append("no record carries a failure mode: the failure-mode table is not reported")
 
     da, db = decomp(gic_a, pass_a), decomp(gic_b, pass_b)
     for key in DECOMPOSITION_KEYS:
@@ -200,6 +216,9 @@ class Comparison:
     threshold: float
     seed: int | None
     notes: tuple[str, ...]
+    #: the ``mode:`` statistics in display order (modes, ok, incomplete, abstained)
+    modes: tuple[str, ...] = ()
+    transitions: TransitionMatrix | None = None
 
     @property
     def tripped(self) -> bool:
@@ -249,6 +268,8 @@ class Comparison:
                          "confidence_level": self.run[self.metrics[0]].confidence_level,
                          "threshold": self.threshold},
             "pairing": self.pairing.to_json(self.baseline, self.candidate),
+            "failure_modes": failure_mode_rows(self.run, self.modes),
+            "failure_mode_transitions": None if self.transitions is None else self.transitions.to_json(),
             "metrics": [entry(m) for m in self.metrics],
             "contingency": [
                 {"cell": c.removeprefix(_CELL_PREFIX),
@@ -309,11 +330,13 @@ def compare(
     if p.only_baseline or p.only_candidate:
         notes.append(f"{len(p.only_baseline)} query ids only in the baseline and {len(p.only_candidate)} only "
                      "in the candidate are not in the paired statistics (listed under pairing)")
-    metric_names = tuple(s.name for s in stats if not s.name.startswith((_CELL_PREFIX, _DECOMP_PREFIX)))
+    metric_names = tuple(s.name for s in stats if not s.name.startswith(_PREFIXES))
+    mode_names = tuple(s.name for s in stats if s.name.startswith(_MODE_PREFIX))
     movers = movers_for(p, threshold)
     specs = default_gates(set(metric_names) | {_DECOMP_PREFIX + k for k in DECOMPOSITION_KEYS}) \
         if gates is None else tuple(gates)
     gate_set = evaluate_gates(specs, run)
     return Comparison(baseline=baseline, candidate=candidate, pairing=p, run=run, metrics=metric_names,
                       cells=tuple(cells), movers=tuple(movers), gates=gate_set, threshold=threshold,
-                      seed=seed, notes=tuple(notes))
+                      seed=seed, notes=tuple(notes), modes=mode_names,
+                      transitions=transitions(p) if mode_levels(p) else None)

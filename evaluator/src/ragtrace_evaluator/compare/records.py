@@ -22,6 +22,7 @@ from typing import Any
 from ragtrace_store import GENERATION_VERDICTS, LabelError, LabelRecord, read_labels
 
 __all__ = [
+    "INCOMPLETE",
     "CompareError",
     "LabelSet",
     "MixedManifestError",
@@ -32,6 +33,11 @@ __all__ = [
     "load_release",
     "parse_record",
 ]
+
+
+#: the outcome of a trace that lost attributes or a stage: its own outcome, never a failure mode. A
+#: record says so with ``"incomplete": true`` (the audit keeps such a key beside the contract's).
+INCOMPLETE = "incomplete"
 
 
 class CompareError(Exception):
@@ -62,6 +68,9 @@ class TraceLabel:
     score: float | None = None
     #: the stage metrics of the record's ``metrics`` dict (booleans as 0/1; None = undefined)
     metrics: Mapping[str, float | None] = field(default_factory=dict)
+    #: the primary failure mode (`ragtrace_store.FAILURE_MODES`), ``"incomplete"`` for a trace the
+    #: audit marked incomplete, None when the source gives none (a harness record)
+    failure_mode: str | None = None
 
     @classmethod
     def from_record(cls, rec: LabelRecord) -> TraceLabel:
@@ -73,6 +82,7 @@ class TraceLabel:
             ranking_ok=rec.ranking.ok, verdict=gen.verdict.value if gen is not None else None,
             refusal_justified=gen.refusal_justified if gen is not None else None, score=rec.score,
             metrics={k: None if v is None else float(v) for k, v in rec.metrics.items()},
+            failure_mode=INCOMPLETE if rec.extra.get(INCOMPLETE) is True else rec.failure_mode.value,
         )
 
 

@@ -61,6 +61,38 @@ def _plot_deltas(report: dict[str, Any]) -> str:
     return _svg(fig)
 
 
+def _plot_modes(report: dict[str, Any]) -> str:
+    """Each mode's rate side by side, and its paired delta with the interval (red: worse)."""
+    import matplotlib.pyplot as plt
+
+    rows = report["failure_modes"]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 0.45 * len(rows) + 1.6), sharey=True)
+    ys = list(range(len(rows)))[::-1]
+    labels = [m["mode"] for m in rows]
+    ax1.barh([y + 0.2 for y in ys], [m["baseline"] or 0.0 for m in rows], 0.4, color=_BASE, label="baseline")
+    ax1.barh([y - 0.2 for y in ys], [m["candidate"] or 0.0 for m in rows], 0.4, color=_CAND, label="candidate")
+    ax1.set_yticks(ys, labels)
+    ax1.set_xlabel("share of paired queries")
+    ax1.set_title("Failure-mode rates")
+    ax1.legend(fontsize=8)
+    for y, m in zip(ys, rows, strict=True):
+        lo, hi = m["ci95"]["bca"] if m["ci95"]["bca"][0] is not None else m["ci95"]["percentile"]
+        bad = m["direction"] is not None and lo is not None and hi is not None and (
+            (m["direction"] == "higher" and hi < 0) or (m["direction"] == "lower" and lo > 0))
+        color = "#c44e52" if bad else "#333333"
+        if lo is not None and hi is not None:
+            ax2.plot([lo, hi], [y, y], color=color, lw=2)
+        if _finite(m["delta"]):
+            ax2.plot([m["delta"]], [y], "o", color=color)
+        else:  # an undefined delta gets a word, not a point at 0
+            ax2.text(0, y, "undefined", ha="center", va="center", fontsize=8)
+    ax2.axvline(0, color="#999999", lw=1, ls="--")
+    ax2.tick_params(labelleft=False)  # the mode names are on the left panel
+    ax2.set_xlabel("candidate − baseline (95% paired CI; red = worse)")
+    ax2.set_title("Paired difference")
+    return _svg(fig)
+
+
 def _plot_decomposition(report: dict[str, Any], names: tuple[str, str]) -> str:
     import matplotlib.pyplot as plt
 
@@ -138,8 +170,28 @@ def _template_text() -> str:
 
 
 
-def render_report(c: Comparison, *, trace_url: str | None = None) -> str:
-    """The HTML text. ``trace_url`` (e.g. ``http://host:4318/traces/{trace_id}``) turns trace ids into links."""
+def trace_link_template(server_url: str | None = None, trace_url: str | None = None) -> str | None:
+    """The link of a trace's page: ``trace_url`` as given (a template with ``{trace_id}``), else the
+    trace page of the server at ``server_url`` (``URL/traces/{trace_id}``), else None (no server:
+    the report shows the ``ragtrace traces show ID`` command instead)."""
+    if trace_url:
+        if "{trace_id}" not in trace_url:
+            raise ValueError(f"--trace-url {trace_url!r} has no {{trace_id}} placeholder; e.g. "
+                             "http://host:4318/traces/{trace_id}, or give --server-url http://host:4318")
+        return trace_url
+    if server_url:
+        if not server_url.startswith(("http://", "https://")):
+            raise ValueError(f"--server-url {server_url!r}: give the base URL of `ragtrace serve`, e.g. "
+                             "http://host:4318")
+        return server_url.rstrip("/") + "/traces/{trace_id}"
+    return None
+
+
+def render_report(c: Comparison, *, trace_url: str | None = None, server_url: str | None = None) -> str:
+    """The HTML text. Trace ids link to their page on ``server_url`` (``URL/traces/ID``) or to the
+    ``trace_url`` template (e.g. ``http://host:4318/traces/{trace_id}``); without either each one
+    shows its ``ragtrace traces show ID`` command."""
+    trace_url = trace_link_template(server_url, trace_url)
     import jinja2
     import matplotlib
 
@@ -148,6 +200,7 @@ def render_report(c: Comparison, *, trace_url: str | None = None) -> str:
 
     report = c.to_json()
     plots = {
+        "modes": _plot_modes(report) if report["failure_modes"] else "",
         "deltas": _plot_deltas(report),
         "decomposition": _plot_decomposition(report, (c.baseline.name, c.candidate.name)),
         "cells": _plot_cells(report),
@@ -179,8 +232,22 @@ def render_report(c: Comparison, *, trace_url: str | None = None) -> str:
             return Markup("–")
         if trace_url:
             href = trace_url.replace("{trace_id}", quote(trace_id, safe=""))
-            return Markup('<a href="{}">{}</a>').format(href, trace_id)
+            return Markup('<a class="trace" href="{}">{}</a>').format(href, trace_id)
         return escape(trace_id)
+
+    def show(trace_id: str) -> Markup:
+        """Where a person goes to see the trace: its page when a server is known, else the command."""
+        if not trace_id:
+            return Markup("–")
+        if trace_url:
+            return link(trace_id)
+        return Markup("<code>ragtrace traces show {}</code>").format(trace_id)
+
+    def zip_ids(t: dict[str, Any]) -> list[tuple[str, str, str]]:
+        return list(zip(t["query_ids"], t["baseline_trace_ids"], t["candidate_trace_ids"], strict=True))
+
+    def cell_id(a: str, b: str) -> str:
+        return f"transition-{a}-{b}"
 
     def rows(mv: Any) -> list[tuple[str, str, str]]:
         return list(zip(mv.query_ids, mv.baseline_trace_ids, mv.candidate_trace_ids, strict=True))
@@ -191,13 +258,20 @@ def render_report(c: Comparison, *, trace_url: str | None = None) -> str:
                      ("p_pass_without_gold", "P(pass | no gold in C)"),
                      ("term_gold", "recall · P(pass | gold in C)"),
                      ("term_without_gold", "(1 − recall) · P(pass | no gold in C)"), ("e2e", "e2e pass")]
+    def mode_cls(m: dict[str, Any]) -> str:
+        return cls({"ci": m["ci95"], "direction": m["direction"], "delta": m["delta"]})
+
+    changed = {(t["baseline"], t["candidate"]) for t in (report["failure_mode_transitions"] or {}).get("changed", [])}
     return template.render(r=report, plots=plots, movers=c.movers, decomp_labels=decomp_labels, fmt=fmt,
-                           fmt_d=fmt_d, fmt_ci=fmt_ci, pct=pct, cls=cls, link=link, rows=rows)
+                           fmt_d=fmt_d, fmt_ci=fmt_ci, pct=pct, cls=cls, mode_cls=mode_cls, link=link, show=show,
+                           rows=rows, cell_id=cell_id, changed=changed, zip_ids=zip_ids)
 
 
-def write_report(c: Comparison, path: str | Path, *, trace_url: str | None = None) -> Path:
+def write_report(c: Comparison, path: str | Path, *, trace_url: str | None = None,
+                 server_url: str | None = None) -> Path:
     """Write the report to ``path`` (parents created) and return it."""
+    text = render_report(c, trace_url=trace_url, server_url=server_url)
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_report(c, trace_url=trace_url), encoding="utf-8")
+    out.write_text(text, encoding="utf-8")
     return out
