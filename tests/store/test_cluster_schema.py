@@ -35,6 +35,10 @@ _TABLE = ("engine", "engine_full", "sorting_key", "partition_key", "primary_key"
 _REPLICATED = re.compile(r"\bReplicated(\w*MergeTree)\('((?:[^'\\]|\\.)*)', '((?:[^'\\]|\\.)*)'(?:, )?")
 _DISTRIBUTED = re.compile(r"^CREATE TABLE IF NOT EXISTS (\w+)\.(\w+) ON CLUSTER (\w+) AS (\w+)\.(\w+) "
                           r"ENGINE = Distributed\('(\w+)', '(\w+)', '(\w+)', (.+)\)$")
+_ALTER = re.compile(r"^ALTER TABLE (\w+)\.(\w+) ON CLUSTER (\w+) (.+)$")
+# the engine prints an ALTER's actions as "(ACTION), (ACTION)"; each starts with one of these verbs
+_ACTION = re.compile(r"\), \((?=(?:ADD|DROP|MODIFY|RENAME|COMMENT|MATERIALIZE|CLEAR|RESET|REMOVE) )")
+_COLUMN_ACTION = re.compile(r"^(ADD|DROP|MODIFY|RENAME|COMMENT) COLUMN ")
 
 
 def _statements(variant: str) -> list[str]:
@@ -54,6 +58,10 @@ def schema_differences(store: Any, single: Sequence[str], cluster: Sequence[str]
     problems: list[str] = []
     paths: dict[str, tuple[str, str]] = {}
     distributed: dict[str, tuple[str, ...]] = {}
+    # column actions of the ALTERs, per table: run on the replicated twin, and expected on the
+    # Distributed table too (which chDB cannot create, so only what it would receive is compared)
+    local_columns: dict[str, list[str]] = {}
+    dist_columns: dict[str, list[str]] = {}
     try:
         for db in (sdb, cdb):
             store.command(f"CREATE DATABASE {db}")
@@ -61,6 +69,24 @@ def schema_differences(store: Any, single: Sequence[str], cluster: Sequence[str]
             store.command(stmt.replace("{db}", sdb))
         for stmt in cluster:
             sql = _one_line(store, stmt.replace("{db}", cdb).replace("{cluster}", CLUSTER))
+            if sql.startswith("ALTER TABLE "):
+                a = _ALTER.match(sql)
+                if not a or a.group(1) != cdb or a.group(3) != CLUSTER:
+                    problems.append(f"not an ALTER ... ON CLUSTER of this database: {sql[:80]}")
+                    continue
+                table, actions = a.group(2), a.group(4)
+                parts = _ACTION.split(actions.removeprefix("(").removesuffix(")"))
+                columns = [x for x in parts if _COLUMN_ACTION.match(x)]
+                if table.endswith("_local"):
+                    store.command(f"ALTER TABLE {cdb}.{table} {actions}")
+                    local_columns.setdefault(table.removesuffix("_local"), []).extend(columns)
+                elif table not in distributed:
+                    problems.append(f"{table}: ALTER of a Distributed table that does not exist")
+                elif len(columns) != len(parts):
+                    problems.append(f"{table}: the Distributed table's ALTER has non-column actions: {actions}")
+                else:
+                    dist_columns.setdefault(table, []).extend(columns)
+                continue
             if not sql.startswith("CREATE TABLE IF NOT EXISTS "):
                 problems.append(f"not an idempotent CREATE TABLE: {sql[:80]}")
                 continue
@@ -121,6 +147,10 @@ def schema_differences(store: Any, single: Sequence[str], cluster: Sequence[str]
                 # LowCardinality: cityHash64 of a LowCardinality column is LowCardinality(UInt64))
                 if not re.fullmatch(r"U?Int\d+|LowCardinality\(U?Int\d+\)", key_type):
                     problems.append(f"{name}: sharding key {key} is {key_type}, not an integer")
+        for name in sorted(set(local_columns) | set(dist_columns)):
+            if local_columns.get(name, []) != dist_columns.get(name, []):
+                problems.append(f"{name}: column changes of {name}_local {local_columns.get(name, [])} are not "
+                                f"the Distributed table's {dist_columns.get(name, [])}")
         for extra in sorted(set(c_tables) - {f"{n}_local" for n in s_tables}):
             problems.append(f"{extra}: a clustered table with no single-node source")
         for extra in sorted(set(distributed) - set(s_tables)):
@@ -205,7 +235,7 @@ def test_sharding_keys_and_replication_paths_are_unchanged() -> None:
         "gold": "cityHash64(query_id, trace_id)", "feedback": by_trace, "manifests": "cityHash64(manifest_id)",
         "labels": by_trace, "reference_answers": "cityHash64(query_id, trace_id)",
         **{t: "cityHash64(tenant)" for t in ("reviewers", "review_sessions", "review_queues", "review_items",
-                                             "review_assignments", "review_decisions")},
+                                             "review_assignments", "review_decisions", "compare_reports")},
     }
     assert paths == {t: f"/clickhouse/tables/{{shard}}/{{db}}/{t}" for t in keys}
 
@@ -225,7 +255,7 @@ def test_generation_is_deterministic_and_idempotent(chdb_store: Any) -> None:
     assert printed("1") == printed("2")  # across processes too, whatever the hash seed
     for stmt in (s for m in first for s in m.statements):
         assert _one_line(chdb_store, stmt.replace("{db}", "ragtrace").replace("{cluster}", CLUSTER)).startswith(
-            "CREATE TABLE IF NOT EXISTS "), stmt[:80]
+            ("CREATE TABLE IF NOT EXISTS ", "ALTER TABLE ragtrace.")), stmt[:80]
 
 
 _TABLE_SQL = """-- cluster: shard by cityHash64(a)
@@ -255,9 +285,44 @@ def test_generation_reads_the_engine_clause_not_lookalikes() -> None:
     (_TABLE_SQL.replace("SummingMergeTree((n))", "Memory"), "engine Memory"),
     (_TABLE_SQL.replace("SummingMergeTree", "ReplicatedSummingMergeTree"), "ReplicatedSummingMergeTree"),
     (_TABLE_SQL.replace("IF NOT EXISTS ", ""), "only `CREATE TABLE IF NOT EXISTS"),
-    ("ALTER TABLE {db}.spans ADD COLUMN IF NOT EXISTS x String", "only `CREATE TABLE IF NOT EXISTS"),
+    ("ALTER TABLE {db}.spans UPDATE name = '' WHERE 1", "cannot generate the clustered variant of 'UPDATE"),
+    ("ALTER TABLE {db}.spans DELETE WHERE 1", "cannot generate the clustered variant of 'DELETE"),
+    ("ALTER TABLE {db}.spans ADD COLUMN x String", "must say IF NOT EXISTS"),
+    ("ALTER TABLE {db}.spans ADD COLUMN IF NOT EXISTS x String, DROP PARTITION 1", "'DROP PARTITION 1'"),
+    ("ALTER TABLE {db}.spans ON CLUSTER '{cluster}' ADD COLUMN IF NOT EXISTS x String", "ON CLUSTER"),
+    ("ALTER TABLE {db}.spans", "no action"),
+    ("ALTER TABLE spans ADD COLUMN IF NOT EXISTS x String", "only `CREATE TABLE IF NOT EXISTS"),
     ("CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.v TO {db}.t AS SELECT 1", "only `CREATE TABLE IF NOT EXISTS"),
 ])
 def test_generation_refuses_what_it_cannot_translate(sql: str, message: str) -> None:
     with pytest.raises(StoreError, match=re.escape(message)):
         cluster_statements(sql)
+
+
+def test_an_alter_goes_to_the_local_table_and_its_column_changes_to_the_distributed_one() -> None:
+    sql = """-- a comment before, with a comma, that must go
+ALTER TABLE {db}.spans
+    ADD COLUMN IF NOT EXISTS a String DEFAULT 'x, y',  -- trailing comment, with a comma
+    ADD INDEX IF NOT EXISTS a_idx a TYPE bloom_filter GRANULARITY 4,
+    MODIFY COLUMN IF EXISTS b Map(String, UInt8)"""
+    local, dist = cluster_statements(sql)
+    assert local == ("ALTER TABLE {db}.spans_local ON CLUSTER '{cluster}'\n"
+                     "ADD COLUMN IF NOT EXISTS a String DEFAULT 'x, y',\n"
+                     "ADD INDEX IF NOT EXISTS a_idx a TYPE bloom_filter GRANULARITY 4,\n"
+                     "MODIFY COLUMN IF EXISTS b Map(String, UInt8)")
+    assert dist == ("ALTER TABLE {db}.spans ON CLUSTER '{cluster}'\n"
+                    "ADD COLUMN IF NOT EXISTS a String DEFAULT 'x, y',\n"
+                    "MODIFY COLUMN IF EXISTS b Map(String, UInt8)")
+    # a change of the stored data's layout only: the Distributed table is left alone
+    assert cluster_statements("ALTER TABLE {db}.spans MATERIALIZE INDEX a_idx") == [
+        "ALTER TABLE {db}.spans_local ON CLUSTER '{cluster}'\nMATERIALIZE INDEX a_idx"]
+
+
+def test_the_check_fails_when_an_alter_misses_the_distributed_table(chdb_store: Any) -> None:
+    cluster = _statements("cluster")
+    dist = next(i for i, s in enumerate(cluster) if s.startswith("ALTER TABLE {db}.reviewers ON CLUSTER"))
+    problems = schema_differences(chdb_store, _statements("single"), cluster[:dist] + cluster[dist + 1:])
+    assert any(p.startswith("reviewers: column changes of reviewers_local") for p in problems), problems
+    local = next(i for i, s in enumerate(cluster) if s.startswith("ALTER TABLE {db}.reviewers_local"))
+    problems = schema_differences(chdb_store, _statements("single"), cluster[:local] + cluster[local + 1:])
+    assert any(p.startswith("reviewers: column ('role'") and "single-node only" in p for p in problems), problems

@@ -24,9 +24,18 @@ comment line directly before the table's ``CREATE TABLE``::
 Rows that deduplicate together (one trace's spans, one passage hash, one tenant's review state)
 must share a shard, or FINAL is wrong across shards; choose the key accordingly. A table without
 the line, a line not followed by its CREATE TABLE, or a statement the generator does not know how
-to translate (ALTER, views, non-MergeTree engines, ...) is an error here rather than a guess: extend
-``cluster_statements`` when a migration needs one. ``{cluster}`` is the cluster name (replaced by
-`Store.migrate`); ``{shard}`` and ``{replica}`` are the servers' own macros.
+to translate (views, non-MergeTree engines, data-changing ALTERs, ...) is an error here rather than
+a guess: extend ``cluster_statements`` when a migration needs one. ``{cluster}`` is the cluster name
+(replaced by `Store.migrate`); ``{shard}`` and ``{replica}`` are the servers' own macros.
+
+``ALTER TABLE {db}.<name> <action>, ...`` becomes ``ALTER TABLE {db}.<name>_local ON CLUSTER
+'{cluster}' <every action>`` (the data lives there) and, when some action changes a column
+(``ADD | DROP | MODIFY | RENAME | COMMENT COLUMN``), ``ALTER TABLE {db}.<name> ON CLUSTER
+'{cluster}' <those actions>``: a Distributed table has columns of its own and would otherwise not
+see the change. Index, projection, TTL and setting actions apply to the ``_local`` table only.
+Column and index actions must say ``IF [NOT] EXISTS``, so a migration interrupted half-way can run
+again. Anything else (``UPDATE``, ``DELETE``, partition operations, ...) is refused: it changes
+data, not the schema, and has no place in a migration.
 """
 
 from __future__ import annotations
@@ -86,10 +95,23 @@ _CREATE = re.compile(r"^[ \t]*CREATE\s+TABLE\s+IF\s+NOT\s+EXISTS\s+(?P<table>\{d
 _ENGINE = re.compile(r"\bENGINE\s*=\s*(?P<engine>\w+)", re.I)
 
 
+_ALTER = re.compile(r"^\s*ALTER\s+TABLE\s+(?P<table>\{db\}\.(?P<name>\w+))(\s+|$)", re.I)
+#: ALTER actions that change a column: applied to the ``_local`` and to the Distributed table
+_COLUMN_ACTION = re.compile(r"^(ADD|DROP|MODIFY|RENAME|COMMENT)\s+COLUMN\b", re.I)
+#: ALTER actions that change only the stored data's layout: applied to the ``_local`` table
+_LOCAL_ACTION = re.compile(r"^((ADD|DROP|MATERIALIZE|CLEAR)\s+(INDEX|PROJECTION)|MATERIALIZE\s+COLUMN|"
+                           r"MODIFY\s+(TTL|SETTING|COMMENT)|RESET\s+SETTING|REMOVE\s+TTL)\b", re.I)
+#: actions that must be idempotent (a migration interrupted half-way runs again)
+_NEEDS_IF = re.compile(r"^(ADD|DROP|MODIFY|RENAME|COMMENT|CLEAR)\s+(COLUMN|INDEX|PROJECTION)\b", re.I)
+
+
 def cluster_statements(stmt: str) -> list[str]:
     """The clustered statements for one single-node statement: its replicated ``_local`` table and
-    the Distributed table on top. Raises `StoreError` for anything it cannot translate faithfully."""
+    the Distributed table on top (for an ALTER: the ALTER of each, see the module docstring).
+    Raises `StoreError` for anything it cannot translate faithfully."""
     code = _mask(stmt)
+    if _ALTER.match(code):
+        return _cluster_alter(stmt, code)
     create = _CREATE.search(code)
     if not create or code[:create.start()].strip():
         head = code.strip().split("\n", 1)[0][:80]
@@ -135,9 +157,58 @@ def cluster_statements(stmt: str) -> list[str]:
     return [local, distributed]
 
 
-def _mask(sql: str) -> str:
+def _cluster_alter(stmt: str, code: str) -> list[str]:
+    """``ALTER TABLE {db}.<name> ...`` for the ``_local`` table, and for the Distributed table when
+    a column changes."""
+    alter = _ALTER.match(code)
+    assert alter is not None
+    name = alter.group("name")
+    if re.search(r"\bON\s+CLUSTER\b", code, re.I):
+        raise StoreError(f"ALTER of {name}: the single-node DDL must not say ON CLUSTER (it is generated)")
+    # actions are re-joined on new lines, so a trailing comment must not swallow the next comma
+    actions = _split_actions(_mask(stmt, strings=False), code, alter.end())
+    if not actions:
+        raise StoreError(f"ALTER of {name}: no action after the table name")
+    column = []
+    for text, masked in actions:
+        head = " ".join(masked.split()[:3])
+        if _COLUMN_ACTION.match(masked):
+            column.append(text)
+        elif not _LOCAL_ACTION.match(masked):
+            raise StoreError(f"ALTER of {name}: cannot generate the clustered variant of {head!r}; only column, "
+                             "index, projection, TTL and setting changes belong in a migration")
+        if _NEEDS_IF.match(masked) and not re.search(r"\bIF\s+(NOT\s+)?EXISTS\b", masked, re.I):
+            raise StoreError(f"ALTER of {name}: {head!r} must say IF NOT EXISTS / IF EXISTS, so the "
+                             "migration can run again after an interruption")
+    head = f"ALTER TABLE {{db}}.{name}"
+    out = [f"{head}_local ON CLUSTER '{{cluster}}'\n" + ",\n".join(text for text, _ in actions)]
+    if column:
+        out.append(f"{head} ON CLUSTER '{{cluster}}'\n" + ",\n".join(column))
+    return out
+
+
+def _split_actions(stmt: str, code: str, start: int) -> list[tuple[str, str]]:
+    """The comma-separated actions of an ALTER from ``start`` on, as ``(text, masked text)`` pairs,
+    split at commas outside parentheses, quotes and comments."""
+    out, depth, begin = [], 0, start
+    for i in range(start, len(code) + 1):
+        c = code[i] if i < len(code) else ","
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "," and depth == 0:
+            text, masked = stmt[begin:i].strip(), code[begin:i].strip()
+            if masked:
+                out.append((text, masked))
+            begin = i + 1
+    return out
+
+
+def _mask(sql: str, *, strings: bool = True) -> str:
     """``sql`` with comments and quoted strings/identifiers blanked (same length, newlines kept), so
-    the clauses can be found by position without being fooled by their text."""
+    the clauses can be found by position without being fooled by their text. ``strings=False``
+    blanks the comments only."""
     out = list(sql)
     i, n = 0, len(sql)
     while i < n:
@@ -157,6 +228,9 @@ def _mask(sql: str) -> str:
             j -= 1  # and the closing one
         else:
             i += 1
+            continue
+        if c in "'\"`" and not strings:
+            i = j + 1
             continue
         for k in range(i, j):
             if out[k] != "\n":
