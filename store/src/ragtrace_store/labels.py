@@ -125,7 +125,7 @@ GOLD_SOURCES: Final[tuple[str, ...]] = tuple(s.value for s in GoldSource)
 SCORE_BASES: Final[tuple[str, ...]] = tuple(b.value for b in ScoreBasis)
 #: the per-trace metrics the audit writes, in record order (other harnesses may add their own)
 METRIC_NAMES: Final[tuple[str, ...]] = (
-    "recall_5", "precision_5", "recip_rank", "ndcg_cut_5", "success_5", "groundedness", "abstained",
+    "recall_5", "precision_5", "recip_rank", "ndcg_cut_5", "success_5", "groundedness", "abstained", "token_f1",
 )
 
 #: the columns of the ``labels`` table, in `label_row` order

@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
     p.add_argument("--confidence", type=float, default=0.95, help="confidence level (default 0.95)")
+    p.add_argument("--min-change", type=float, default=0.05,
+                   help="surface × grounding: a per-query change smaller than this on an axis counts as flat "
+                        "(default 0.05)")
     p.add_argument("--max-ids", type=int, default=20, help="query ids listed per mover group in the terminal")
     p.add_argument("--server-url", metavar="URL",
                    help="base URL of `ragtrace serve`: the HTML links each trace id to URL/traces/ID (default: "
@@ -156,6 +159,7 @@ def render_terminal(c: Comparison, report: dict[str, Any], *, max_ids: int = 20,
             con.print(f"  unmatched (only in {side}): {_esc(', '.join(ids[:max_ids]))}{more}")
 
     _failure_modes(con, report, max_ids)
+    _surface_grounding(con, report, max_ids)
 
     t = Table(title="Stage metrics (candidate − baseline, paired)", title_justify="left")
     for col in ("metric", "boundary", "n", "baseline", "candidate", "Δ", "CI (BCa)", "CI (percentile)"):
@@ -272,6 +276,41 @@ def _failure_modes(con: Any, report: dict[str, Any], max_ids: int) -> None:
         con.print(f"  … {len(tr['changed']) - 5} more transitions (all ids are in --json)")
 
 
+def _surface_grounding(con: Any, report: dict[str, Any], max_ids: int) -> None:
+    """Token F1 against the reference beside groundedness, on the same queries, and the quadrants."""
+    from rich.table import Table
+
+    sg = report.get("surface_grounding")
+    if sg is None:
+        return
+    if not sg["available"]:
+        con.print(f"Surface × grounding: no reference — {_esc(sg['reason'] or '')}")
+        return
+    t = Table(title=f"Surface × grounding (paired, on the {sg['n']} queries with both scores in both releases; "
+                    f"{sg['n_no_surface']} without a surface score)", title_justify="left")
+    for col in ("axis", "metric", "n", "baseline", "candidate", "Δ", "CI (BCa)", "CI (percentile)"):
+        t.add_column(col, justify="left" if col in ("axis", "metric") else "right")
+    for axis in ("surface", "grounding"):
+        m = sg[axis]
+        t.add_row(axis, m["metric"], str(sg["n"]), _fmt(m["baseline"]),
+                  _fmt(m["candidate"]), _delta(m["delta"]), _ci(m["ci"]["bca"]), _ci(m["ci"]["percentile"]),
+                  style=_style(m["delta"], m["ci"]["bca"], "higher"))
+    con.print(t)
+    counts = ", ".join(f"{q['quadrant'].replace('_', ' ')} {q['n']}" for q in sg["quadrants"])
+    con.print(f"  quadrants of (Δ{sg['surface_metric']}, Δgroundedness), moves over {sg['min_change']:g}: {counts}; "
+              f"flat on an axis {sg['n_flat']}")
+    mv = sg["movers"]
+    if mv["n"]:
+        con.print(f"  [bold red]surface up, grounding down[/bold red]: {mv['n']} quer{'y' if mv['n'] == 1 else 'ies'} "
+                  "(the answer matches the reference's words better while fewer of its claims are supported)")
+        for qid, tb, ds, dg in list(zip(mv["query_ids"], mv["candidate_trace_ids"], mv["delta_surface"],
+                                        mv["delta_grounding"], strict=True))[:max_ids]:
+            show = f"ragtrace traces show {tb}" if tb else "(no trace id)"
+            con.print(f"    {_esc(qid)}  Δsurface {ds:+.3f}  Δgrounding {dg:+.3f}  → {_esc(show)}")
+        if mv["n"] > max_ids:
+            con.print(f"    … {mv['n'] - max_ids} more (all ids are in --json)")
+
+
 def _movers_report(con: Any, c: Comparison, boundary: str | None, metric: str, reason: str,
                    max_ids: int) -> None:
     boundaries = [boundary] if boundary in {m.boundary for m in c.movers} else sorted(
@@ -340,7 +379,8 @@ def compare_main(argv: list[str]) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # every warning is on the report and printed below
             result = compare(baseline, candidate, threshold=args.threshold, n_resamples=args.resamples,
-                             confidence_level=args.confidence, seed=args.seed, gates=gates)
+                             confidence_level=args.confidence, seed=args.seed, gates=gates,
+                             min_change=args.min_change)
     except CompareError as exc:
         print(f"ragtrace compare: error: {exc}", file=sys.stderr)
         return 2

@@ -33,12 +33,17 @@ End-to-end quality (``pass``/``score``) does not look at G. Its basis (``score_b
   contradicted claim counts 0), ``pass`` = every claim entailed and none contradicted.
 Either way abstentions (and, on the grounding basis, claim-less answers) have ``score`` None
 (undefined) and do not pass; they are reported apart (abstention rate, justified refusals).
+
+A surface score rides along when the reference is known: ``metrics.token_f1`` (`token_f1`, SQuAD's
+token F1 over the same content tokens), the axis `ragtrace compare` pairs with groundedness. It is
+None without a reference, for an abstention and for an answer that was not judged — never 0.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -66,7 +71,8 @@ LIST_MEASURES = ("recall_5", "P_5", "recip_rank", "ndcg_cut_5", "success_5")
 REFERENCE_PASS_THRESHOLD = 0.5
 #: version of the formulas in this module; part of the labeller manifest. /2: ``score``/``pass``
 #: against the reference answer when one is known (``score_basis``), groundedness otherwise.
-FORMULA_VERSION = "failure-modes/2;reference-recall>=0.5+numbers"
+#: /3: ``metrics.token_f1`` against the reference answer.
+FORMULA_VERSION = "failure-modes/3;reference-recall>=0.5+numbers;token-f1"
 
 
 @dataclass(frozen=True)
@@ -127,6 +133,7 @@ class TraceLabel:
                 "success_5": self.metrics.get("success_5"),
                 "groundedness": gen.groundedness if gen is not None else None,
                 "abstained": gen.abstained if gen is not None else False,
+                "token_f1": self.metrics.get("token_f1"),
             },
         )
 
@@ -213,6 +220,22 @@ def reference_recall(answer: str, reference: str) -> float | None:
     return len(ref & ans) / len(ref)
 
 
+def token_f1(answer: str, reference: str) -> float | None:
+    """SQuAD-style token F1 of ``answer`` against ``reference``: the harmonic mean of token precision
+    and recall over the multisets of content tokens (as `reference_recall` reads them). A surface
+    score: it rewards the reference's vocabulary whether or not the answer is grounded. None when
+    the reference has no tokens; 0.0 when the answer shares none."""
+    ref = Counter(_content_tokens(reference))
+    if not ref:
+        return None
+    ans = Counter(_content_tokens(answer))
+    common = sum((ref & ans).values())
+    if common == 0:
+        return 0.0
+    precision, recall = common / sum(ans.values()), common / sum(ref.values())
+    return 2 * precision * recall / (precision + recall)
+
+
 def answer_correctness(gen: GroundingResult | None, answer: str | None,
                        reference: str | None) -> tuple[bool, float | None, ScoreBasis | None]:
     """``(pass, score, basis)``: against ``reference`` when it is known and usable, else `answer_quality`.
@@ -279,6 +302,9 @@ def label_trace(ev: Evidence, gen: GroundingResult | None, *, answer: str | None
         metrics: dict[str, float | None] = dict.fromkeys(LIST_MEASURES)
     else:
         metrics = query_measures(list(ev.ranked), dict.fromkeys(ev.gold, 1), LIST_MEASURES)
+    metrics["token_f1"] = None
+    if basis is ScoreBasis.REFERENCE and score is not None and answer and reference:
+        metrics["token_f1"] = token_f1(answer, reference)
     # Retrieval-decided modes rest on G; generation-decided ones on the grounding labeller too.
     confidence = ev.gold_confidence if ev.gold is not None else 1.0
     if gen is not None and mode is not FailureMode.RETRIEVAL_GAP and not (mode is FailureMode.RANK_INVERSION

@@ -13,6 +13,8 @@ in one paired run (see `ragtrace_evaluator.compare.bootstrap`):
   at another is visible;
 - the failure-mode mix: each mode's rate in both releases with its paired difference, and the
   transition matrix of the queries that changed mode (`ragtrace_evaluator.compare.modes`);
+- surface × grounding: token F1 against the reference beside groundedness, paired on the same
+  queries, and the quadrants of (Δsurface, Δgrounding) (`ragtrace_evaluator.compare.surface`);
 - movers (`ragtrace_evaluator.compare.movers`) and gates (`ragtrace_evaluator.compare.gates`).
 """
 
@@ -39,6 +41,7 @@ from ragtrace_evaluator.compare.metric_info import CELL_PREFIX as _CELL_PREFIX
 from ragtrace_evaluator.compare.metric_info import DECOMP_PREFIX as _DECOMP_PREFIX
 from ragtrace_evaluator.compare.metric_info import DECOMPOSITION_KEYS, metric_info
 from ragtrace_evaluator.compare.metric_info import MODE_PREFIX as _MODE_PREFIX
+from ragtrace_evaluator.compare.metric_info import PAIR_PREFIX as _PAIR_PREFIX
 from ragtrace_evaluator.compare.modes import (
     TransitionMatrix,
     failure_mode_rows,
@@ -48,6 +51,12 @@ from ragtrace_evaluator.compare.modes import (
 )
 from ragtrace_evaluator.compare.movers import Mover, below_threshold, movers_for
 from ragtrace_evaluator.compare.records import CompareError, LabelSet, TraceLabel
+from ragtrace_evaluator.compare.surface import (
+    DEFAULT_MIN_CHANGE,
+    SurfaceGrounding,
+    surface_grounding,
+    surface_statistics,
+)
 
 __all__ = ["DECOMPOSITION_KEYS", "Comparison", "Pairing", "compare", "metric_info", "pair"]
 
@@ -98,7 +107,7 @@ def _indicator(x: NDArray[np.float64], value: float) -> NDArray[np.float64]:
 
 
 #: prefixes of the statistics that are not stage metrics (reported in their own blocks)
-_PREFIXES = (_CELL_PREFIX, _DECOMP_PREFIX, _MODE_PREFIX)
+_PREFIXES = (_CELL_PREFIX, _DECOMP_PREFIX, _MODE_PREFIX, _PAIR_PREFIX)
 #: statistic names the comparison defines itself (a metrics-dict key of the same name is renamed)
 _RESERVED = ("gold_in_pool", "ranking_ok", "gold_in_context", "pass_rate", "mean_score", "below_threshold")
 
@@ -149,6 +158,7 @@ def _build_statistics(p: Pairing, threshold: float) -> tuple[list[RatioStatistic
         }
 
     stats.extend(mode_statistics(p))
+    stats.extend(surface_statistics(p))
     if not any(lab.failure_mode for lab in (*a, *b)):
         notes.append("no record carries a failure mode: the failure-mode table is not reported")
 
@@ -219,6 +229,7 @@ class Comparison:
     #: the ``mode:`` statistics in display order (modes, ok, incomplete, abstained)
     modes: tuple[str, ...] = ()
     transitions: TransitionMatrix | None = None
+    surface: SurfaceGrounding | None = None
 
     @property
     def tripped(self) -> bool:
@@ -270,6 +281,7 @@ class Comparison:
             "pairing": self.pairing.to_json(self.baseline, self.candidate),
             "failure_modes": failure_mode_rows(self.run, self.modes),
             "failure_mode_transitions": None if self.transitions is None else self.transitions.to_json(),
+            "surface_grounding": None if self.surface is None else self.surface.to_json(self.run),
             "metrics": [entry(m) for m in self.metrics],
             "contingency": [
                 {"cell": c.removeprefix(_CELL_PREFIX),
@@ -304,8 +316,11 @@ def compare(
     seed: int | None = 0,
     gates: Sequence[GateSpec] | None = None,
     warn: bool = True,
+    min_change: float = DEFAULT_MIN_CHANGE,
 ) -> Comparison:
-    """Compare two releases paired over query ids. ``gates=None`` uses `default_gates()`.
+    """Compare two releases paired over query ids. ``gates=None`` uses `default_gates()`;
+    ``min_change`` is the change of a 0-1 score that still counts as flat in the surface ×
+    grounding quadrants.
 
     Raises `CompareError` when no query id is in both releases: a comparison of nothing is a
     usage error, not a result.
@@ -318,6 +333,10 @@ def compare(
             f"no query id is in both releases ({len(baseline.labels)} in {baseline.name!r}, "
             f"{len(candidate.labels)} in {candidate.name!r}): a paired comparison needs the same questions "
             "in both (set ragtrace.query.id on the root span, or compare golden-question runs)")
+    try:
+        surface = surface_grounding(p, min_change=min_change)
+    except ValueError as exc:
+        raise CompareError(f"--min-change: {exc}") from exc
     stats, cells, notes = _build_statistics(p, threshold)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DegenerateDataWarning)
@@ -339,4 +358,4 @@ def compare(
     return Comparison(baseline=baseline, candidate=candidate, pairing=p, run=run, metrics=metric_names,
                       cells=tuple(cells), movers=tuple(movers), gates=gate_set, threshold=threshold,
                       seed=seed, notes=tuple(notes), modes=mode_names,
-                      transitions=transitions(p) if mode_levels(p) else None)
+                      transitions=transitions(p) if mode_levels(p) else None, surface=surface)

@@ -93,6 +93,35 @@ def _plot_modes(report: dict[str, Any]) -> str:
     return _svg(fig)
 
 
+def _plot_surface(c: Comparison) -> str:
+    """Each paired query at (Δsurface, Δgrounding); the surface-up / grounding-down quadrant in red."""
+    import matplotlib.pyplot as plt
+
+    sg = c.surface
+    assert sg is not None and sg.available
+    fig, ax = plt.subplots(figsize=(6.5, 5))
+    movers = {(a, b) for a, b in zip(sg.quadrant("surface_up_grounding_down").delta_surface,
+                                     sg.quadrant("surface_up_grounding_down").delta_grounding, strict=True)}
+    xs = [d[0] for d in sg.deltas]
+    ys = [d[1] for d in sg.deltas]
+    colors = ["#c44e52" if d in movers else "#4c72b0" for d in sg.deltas]
+    ax.scatter(xs, ys, c=colors, s=14, alpha=0.6, linewidths=0)
+    lim = max([0.1, *map(abs, xs), *map(abs, ys)]) * 1.08
+    m = sg.min_change
+    ax.axvspan(m, lim, ymin=0, ymax=(lim - m) / (2 * lim), color="#c44e52", alpha=0.08)
+    for v in (-m, m):
+        ax.axvline(v, color="#999999", lw=0.8, ls=":")
+        ax.axhline(v, color="#999999", lw=0.8, ls=":")
+    ax.axvline(0, color="#666666", lw=1)
+    ax.axhline(0, color="#666666", lw=1)
+    ax.set_xlim(-lim, lim)
+    ax.set_ylim(-lim, lim)
+    ax.set_xlabel(f"Δ {sg.surface_metric} (candidate − baseline, vs the reference)")
+    ax.set_ylabel("Δ groundedness (candidate − baseline)")
+    ax.set_title(f"Surface × grounding per query (n = {sg.n}; red: surface up, grounding down)")
+    return _svg(fig)
+
+
 def _plot_decomposition(report: dict[str, Any], names: tuple[str, str]) -> str:
     import matplotlib.pyplot as plt
 
@@ -201,6 +230,7 @@ def render_report(c: Comparison, *, trace_url: str | None = None, server_url: st
     report = c.to_json()
     plots = {
         "modes": _plot_modes(report) if report["failure_modes"] else "",
+        "surface": _plot_surface(c) if c.surface is not None and c.surface.available else "",
         "deltas": _plot_deltas(report),
         "decomposition": _plot_decomposition(report, (c.baseline.name, c.candidate.name)),
         "cells": _plot_cells(report),
@@ -243,6 +273,10 @@ def render_report(c: Comparison, *, trace_url: str | None = None, server_url: st
             return link(trace_id)
         return Markup("<code>ragtrace traces show {}</code>").format(trace_id)
 
+    def zip_surface(q: dict[str, Any]) -> list[tuple[str, str, str, float, float]]:
+        return list(zip(q["query_ids"], q["baseline_trace_ids"], q["candidate_trace_ids"], q["delta_surface"],
+                        q["delta_grounding"], strict=True))
+
     def zip_ids(t: dict[str, Any]) -> list[tuple[str, str, str]]:
         return list(zip(t["query_ids"], t["baseline_trace_ids"], t["candidate_trace_ids"], strict=True))
 
@@ -264,7 +298,7 @@ def render_report(c: Comparison, *, trace_url: str | None = None, server_url: st
     changed = {(t["baseline"], t["candidate"]) for t in (report["failure_mode_transitions"] or {}).get("changed", [])}
     return template.render(r=report, plots=plots, movers=c.movers, decomp_labels=decomp_labels, fmt=fmt,
                            fmt_d=fmt_d, fmt_ci=fmt_ci, pct=pct, cls=cls, mode_cls=mode_cls, link=link, show=show,
-                           rows=rows, cell_id=cell_id, changed=changed, zip_ids=zip_ids)
+                           rows=rows, cell_id=cell_id, changed=changed, zip_ids=zip_ids, zip_surface=zip_surface)
 
 
 def write_report(c: Comparison, path: str | Path, *, trace_url: str | None = None,
