@@ -9,6 +9,7 @@ Every failure is an `OtlpError` carrying the HTTP status and a reason the sender
 from __future__ import annotations
 
 import base64
+import re
 import zlib
 from typing import Any
 
@@ -49,22 +50,73 @@ def media_type(content_type: str | None) -> str:
 
 
 def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
-    """Undo ``Content-Encoding`` (identity or gzip); the decoded size is capped too (no zip bombs)."""
+    """Undo ``Content-Encoding`` (identity or gzip, every member of it); the decoded size is capped too
+    (no zip bombs)."""
     enc = (encoding or "identity").strip().lower()
     if enc in ("", "identity"):
         return body
     if enc != "gzip":
         raise OtlpError(415, f"unsupported Content-Encoding {encoding!r}: use gzip or none")
+    return _gunzip(body, limit)
+
+
+#: gzip members after the first are fed this much at a time: a member's end leaves at most one
+#: chunk of unused input to copy, however many members follow
+_GZIP_CHUNK = 64 * 1024
+#: more members than this is not a client compressing a request (a denial of service, more likely)
+GZIP_MAX_MEMBERS = 1024
+_ZEROS = re.compile(rb"\0*")
+
+
+def _skip_zeros(body: bytes, pos: int) -> int:
+    found = _ZEROS.match(body, pos)
+    return found.end() if found else pos  # `\0*` always matches; the else is for the type checker
+
+
+def _gunzip(body: bytes, limit: int) -> bytes:
+    """Every member of a gzip body, decoded and joined, at most ``limit`` bytes.
+
+    RFC 1952 allows several members (what concatenating .gz files, or a compressor that flushes
+    per block, produces); they decode to the concatenation, which for protobuf is one request with
+    the repeated fields joined. Stopping after the first would acknowledge data never read. Zero
+    padding between or after members is skipped, as gzip(1) does.
+    """
     d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
     try:
-        out = d.decompress(body, limit + 1)
+        first = d.decompress(body, limit + 1)  # the usual single member: one call, no extra copy
     except zlib.error as exc:
         raise OtlpError(400, f"gzip body is corrupt: {exc}") from exc
-    if len(out) > limit or d.unconsumed_tail:
+    if len(first) > limit:
         raise OtlpError(413, f"decompressed body exceeds {limit} bytes (RAGTRACE_MAX_BODY_BYTES)")
     if not d.eof:
         raise OtlpError(400, "gzip body is truncated")
-    return out
+    n = len(body)
+    pos = _skip_zeros(body, n - len(d.unused_data))
+    if pos >= n:
+        return first
+    parts, size, view = [first], len(first), memoryview(body)
+    members = 1
+    while pos < n:
+        members += 1
+        if members > GZIP_MAX_MEMBERS:
+            raise OtlpError(400, f"gzip body has more than {GZIP_MAX_MEMBERS} members; compress the request "
+                                 "as one member")
+        d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        while not d.eof:
+            if pos >= n:
+                raise OtlpError(400, f"gzip body is truncated (member {members})")
+            chunk = view[pos:pos + _GZIP_CHUNK]
+            try:
+                out = d.decompress(chunk, limit - size + 1)
+            except zlib.error as exc:
+                raise OtlpError(400, f"gzip body is corrupt (member {members}): {exc}") from exc
+            size += len(out)
+            if size > limit:
+                raise OtlpError(413, f"decompressed body exceeds {limit} bytes (RAGTRACE_MAX_BODY_BYTES)")
+            parts.append(out)
+            pos += len(chunk) - len(d.unused_data)
+        pos = _skip_zeros(body, pos)
+    return b"".join(parts)
 
 
 def parse_request(body: bytes, mt: str) -> ExportTraceServiceRequest:

@@ -122,8 +122,10 @@ class Spool:
                 if self.fsync:
                     os.fsync(fh.fileno())  # type: ignore[attr-defined]
                 fh.close()  # type: ignore[attr-defined]
-            # An empty current segment leaves nothing to replay.
-            if self._written == 0:
+            # A current segment that is empty, or whose every record is in the store (a clean stop
+            # after the writer flushed), leaves nothing to replay: replaying it at the next start
+            # would write it all again.
+            if self._written == 0 or (self._current > self._horizon and self._pending.get(self._current, 0) == 0):
                 self._unlink(self._current)
             if self._lock_fh is not None:
                 self._lock_fh.close()  # releases the flock

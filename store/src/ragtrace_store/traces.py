@@ -80,7 +80,15 @@ def _assemble(store: Store, tenant: str, roots: list[tuple[Any, ...]], with_cont
            f"{store.table('documents')} WHERE tenant = {{tenant:String}} AND trace_id IN {{ids:Array(String)}}) "
            "GROUP BY content_hash) AS p ON p.content_hash = d.content_hash "
            if with_content else "")
-        + "WHERE d.tenant = {tenant:String} AND d.trace_id IN {ids:Array(String)} "
+        # A span re-sent with fewer documents must not keep the longer version's extra ranks:
+        # only the rows of the span's latest version count. Every row of a request carries the
+        # request's received_at (kept when the spool replays it), so that version is the span's
+        # newest received_at; a document without a span row (never the case) is kept.
+        + f"LEFT JOIN (SELECT trace_id, span_id, max(received_at) AS span_received FROM {store.table('spans')} "
+        "WHERE tenant = {tenant:String} AND trace_id IN {ids:Array(String)} GROUP BY trace_id, span_id) AS s "
+        "ON s.trace_id = d.trace_id AND s.span_id = d.span_id "
+        "WHERE d.tenant = {tenant:String} AND d.trace_id IN {ids:Array(String)} "
+        "AND d.received_at >= s.span_received "
         "ORDER BY d.trace_id, d.stage, d.start_time, d.span_id, d.rank",
         params,
     )

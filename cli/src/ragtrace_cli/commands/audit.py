@@ -205,7 +205,8 @@ _REF_SHAPE = 'each line must be a JSON object {"query_id": "q1", "reference": "t
 
 
 def read_references(path: str | Path) -> dict[str, str]:
-    """Reference answers from JSON Lines, by query id (a later line for the same id wins).
+    """Reference answers from JSON Lines, by query id (kept exactly as written, like the collector keeps
+    ragtrace.query.id; a later line for the same id wins).
 
     Raises `ReferenceFormatError` naming the line and what to fix; `FileNotFoundError` as usual.
     """
@@ -224,13 +225,15 @@ def read_references(path: str | Path) -> dict[str, str]:
             qid, ref = obj.get("query_id"), obj.get("reference")
             if isinstance(qid, int) and not isinstance(qid, bool):
                 qid = str(qid)
-            if not isinstance(qid, str) or not qid.strip():
+            if not isinstance(qid, str) or not qid:
                 raise ReferenceFormatError(f"{where}: 'query_id' must be a non-empty string (the root span's "
                                            f"ragtrace.query.id), got {qid!r}; {_REF_SHAPE}")
             if not isinstance(ref, str) or not ref.strip():
                 raise ReferenceFormatError(f"{where}: 'reference' must be a non-empty string (the correct answer), "
                                            f"got {ref!r}; {_REF_SHAPE}")
-            refs[qid.strip()] = ref.strip()
+            # kept verbatim, spaces included: the collector stores ragtrace.query.id as sent, and an
+            # id that matched after trimming here would match nothing there
+            refs[qid] = ref.strip()
     return refs
 
 
