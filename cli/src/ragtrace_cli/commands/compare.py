@@ -57,8 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
     p.add_argument("--confidence", type=float, default=0.95, help="confidence level (default 0.95)")
     p.add_argument("--min-change", type=float, default=0.05,
-                   help="surface × grounding: a per-query change smaller than this on an axis counts as flat "
-                        "(default 0.05)")
+                   help="a change of a 0-1 score up to this counts as flat: in the surface × grounding quadrants "
+                        "and in the deciding slice of a recall drop (default 0.05)")
     p.add_argument("--max-ids", type=int, default=20, help="query ids listed per mover group in the terminal")
     p.add_argument("--server-url", metavar="URL",
                    help="base URL of `ragtrace serve`: the HTML links each trace id to URL/traces/ID (default: "
@@ -318,12 +318,17 @@ def _movers_report(con: Any, c: Comparison, boundary: str | None, metric: str, r
     con.print(f"\n[bold red]GATE TRIPPED[/bold red] {metric}: {_esc(reason)}")
     for b in boundaries:
         for mv in c.movers:
-            if mv.boundary != b or mv.direction == "held":
+            if mv.boundary != b:
                 continue
             con.print(f"  [bold]{b} {mv.direction}[/bold]: {mv.n} quer{'y' if mv.n == 1 else 'ies'}, mean {mv.value} "
                       f"{_fmt(mv.baseline_mean, 3)} → {_fmt(mv.candidate_mean, 3)}, below threshold "
                       f"{_fmt(mv.baseline_below, 3)} → {_fmt(mv.candidate_below, 3)}")
-            _list_ids(con, mv, max_ids)
+            if mv.direction != "held":
+                _list_ids(con, mv, max_ids)
+    ds = c.deciding_slice
+    if ds is not None and boundary == "gold_in_context":
+        style = "bold red" if ds.verdict == "fell" else "bold yellow"
+        con.print(f"  [{style}]verdict[/{style}]: {_esc(ds.statement)}")
 
 
 def _list_ids(con: Any, mv: Mover, max_ids: int) -> None:

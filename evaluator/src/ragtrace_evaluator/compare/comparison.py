@@ -15,6 +15,8 @@ in one paired run (see `ragtrace_evaluator.compare.bootstrap`):
   transition matrix of the queries that changed mode (`ragtrace_evaluator.compare.modes`);
 - surface × grounding: token F1 against the reference beside groundedness, paired on the same
   queries, and the quadrants of (Δsurface, Δgrounding) (`ragtrace_evaluator.compare.surface`);
+- the deciding slice of a recall drop: did the answers of the queries that lost their gold fall?
+  (`ragtrace_evaluator.compare.deciding_slice`);
 - movers (`ragtrace_evaluator.compare.movers`) and gates (`ragtrace_evaluator.compare.gates`).
 """
 
@@ -36,12 +38,14 @@ from ragtrace_evaluator.compare.bootstrap import (
     mean_statistic,
     paired_bootstrap,
 )
+from ragtrace_evaluator.compare.deciding_slice import DecidingSlice, deciding_slice, slice_statistics
 from ragtrace_evaluator.compare.gates import GateSet, GateSpec, default_gates, evaluate_gates
 from ragtrace_evaluator.compare.metric_info import CELL_PREFIX as _CELL_PREFIX
 from ragtrace_evaluator.compare.metric_info import DECOMP_PREFIX as _DECOMP_PREFIX
 from ragtrace_evaluator.compare.metric_info import DECOMPOSITION_KEYS, metric_info
 from ragtrace_evaluator.compare.metric_info import MODE_PREFIX as _MODE_PREFIX
 from ragtrace_evaluator.compare.metric_info import PAIR_PREFIX as _PAIR_PREFIX
+from ragtrace_evaluator.compare.metric_info import SLICE_PREFIX as _SLICE_PREFIX
 from ragtrace_evaluator.compare.modes import (
     TransitionMatrix,
     failure_mode_rows,
@@ -107,7 +111,7 @@ def _indicator(x: NDArray[np.float64], value: float) -> NDArray[np.float64]:
 
 
 #: prefixes of the statistics that are not stage metrics (reported in their own blocks)
-_PREFIXES = (_CELL_PREFIX, _DECOMP_PREFIX, _MODE_PREFIX, _PAIR_PREFIX)
+_PREFIXES = (_CELL_PREFIX, _DECOMP_PREFIX, _MODE_PREFIX, _PAIR_PREFIX, _SLICE_PREFIX)
 #: statistic names the comparison defines itself (a metrics-dict key of the same name is renamed)
 _RESERVED = ("gold_in_pool", "ranking_ok", "gold_in_context", "pass_rate", "mean_score", "below_threshold")
 
@@ -159,6 +163,7 @@ def _build_statistics(p: Pairing, threshold: float) -> tuple[list[RatioStatistic
 
     stats.extend(mode_statistics(p))
     stats.extend(surface_statistics(p))
+    stats.extend(slice_statistics(p))
     if not any(lab.failure_mode for lab in (*a, *b)):
         notes.append("no record carries a failure mode: the failure-mode table is not reported")
 
@@ -230,6 +235,7 @@ class Comparison:
     modes: tuple[str, ...] = ()
     transitions: TransitionMatrix | None = None
     surface: SurfaceGrounding | None = None
+    deciding_slice: DecidingSlice | None = None
 
     @property
     def tripped(self) -> bool:
@@ -282,6 +288,7 @@ class Comparison:
             "failure_modes": failure_mode_rows(self.run, self.modes),
             "failure_mode_transitions": None if self.transitions is None else self.transitions.to_json(),
             "surface_grounding": None if self.surface is None else self.surface.to_json(self.run),
+            "deciding_slice": None if self.deciding_slice is None else self.deciding_slice.to_json(),
             "metrics": [entry(m) for m in self.metrics],
             "contingency": [
                 {"cell": c.removeprefix(_CELL_PREFIX),
@@ -319,8 +326,8 @@ def compare(
     min_change: float = DEFAULT_MIN_CHANGE,
 ) -> Comparison:
     """Compare two releases paired over query ids. ``gates=None`` uses `default_gates()`;
-    ``min_change`` is the change of a 0-1 score that still counts as flat in the surface ×
-    grounding quadrants.
+    ``min_change`` is the change of a 0-1 score that still counts as flat: in the surface ×
+    grounding quadrants, and as the smallest fall the deciding slice calls a fall.
 
     Raises `CompareError` when no query id is in both releases: a comparison of nothing is a
     usage error, not a result.
@@ -358,4 +365,5 @@ def compare(
     return Comparison(baseline=baseline, candidate=candidate, pairing=p, run=run, metrics=metric_names,
                       cells=tuple(cells), movers=tuple(movers), gates=gate_set, threshold=threshold,
                       seed=seed, notes=tuple(notes), modes=mode_names,
-                      transitions=transitions(p) if mode_levels(p) else None, surface=surface)
+                      transitions=transitions(p) if mode_levels(p) else None, surface=surface,
+                      deciding_slice=deciding_slice(p, run, gate_set.results, min_change=min_change))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["CELL_PREFIX", "DECOMPOSITION_KEYS", "DECOMP_PREFIX", "MODE_PREFIX", "PAIR_PREFIX", "metric_info"]
+__all__ = ["CELL_PREFIX", "DECOMPOSITION_KEYS", "DECOMP_PREFIX", "MODE_PREFIX", "PAIR_PREFIX", "SLICE_PREFIX",
+           "metric_info"]
 
 #: the decomposition e2e = recall·P(pass | gold in C) + (1 − recall)·P(pass | no gold in C) and its terms
 DECOMPOSITION_KEYS = ("recall", "p_pass_given_gold", "p_pass_without_gold", "e2e", "term_gold",
@@ -15,6 +16,8 @@ CELL_PREFIX = "cell:"
 MODE_PREFIX = "mode:"
 #: the surface × grounding pair, both on the queries where both are defined in both releases
 PAIR_PREFIX = "pair:"
+#: the mean end-to-end score of the queries that lost their gold in context (and of those that held)
+SLICE_PREFIX = "slice:"
 #: the boundary whose movers explain a change of each mode's rate
 _MODE_BOUNDARY = {"retrieval_gap": "gold_in_context", "rank_inversion": "ranking", "under_use": "generation",
                   "fabrication": "generation", "ok": "e2e", "abstained": "generation", "incomplete": None}
@@ -37,6 +40,8 @@ def metric_info(name: str) -> tuple[str | None, str | None]:
         # An abstention may be right (no evidence in C), so its rate has no better direction.
         direction = {"ok": "higher", "abstained": None}.get(mode, "lower")
         return _MODE_BOUNDARY.get(mode), direction
+    if name.startswith(SLICE_PREFIX):
+        return "gold_in_context", "higher"
     name = name.removeprefix(PAIR_PREFIX)
     base = name.removeprefix(DECOMP_PREFIX)
     if base in ("recall", "term_gold"):

@@ -1,0 +1,148 @@
+"""The deciding slice of a recall drop: did the answers of the queries that lost their evidence fall?
+
+When recall (or any gold-in-context metric) drops, either the candidate really lost evidence — and
+the answers of the queries that lost it fall with it — or the gold labels stopped matching the
+build (a re-chunking renamed the chunks that gold ids point at), and the answers did not move.
+The slice that decides it is the queries whose gold reached the context in the baseline and not
+in the candidate (``lost``), beside those whose state held (``held``):
+
+- both groups' mean end-to-end score in each release (the mean of ``pass`` when no record has a
+  score) and the paired change, as statistics ``slice:lost`` / ``slice:held`` of the one paired
+  bootstrap (a mean over a subset is a ratio of sums), so each change has its intervals;
+- the verdict, from the lost queries' change Δ and its interval (BCa, else percentile), with
+  ``min_change`` (0.05 on the 0-1 score, the comparison's ``--min-change``) as the smallest fall
+  that matters:
+
+  - ``fell`` — "answers fell with the evidence" — Δ ≤ −min_change and the interval is below 0;
+  - ``labels`` — "answers did not move: check whether the gold labels still match this build's
+    chunks" — the interval's lower end is above −min_change: any fall is smaller than matters;
+  - ``undetermined`` otherwise (a wide interval), when no query lost its gold, or too few did
+    for an interval.
+
+  Significance alone would call a fall of 0.006 "fell" on a large enough slice; the floor keeps
+  the verdict about answers that moved.
+
+The verdict is reported when a gate on a gold-in-context metric trips (recall@k, gold_in_context,
+…); the numbers are in the JSON either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ragtrace_evaluator.compare.bootstrap import BootstrapRun, PairedBootstrapResult, RatioStatistic
+from ragtrace_evaluator.compare.metric_info import SLICE_PREFIX
+from ragtrace_evaluator.compare.records import TraceLabel
+
+if TYPE_CHECKING:
+    from ragtrace_evaluator.compare.comparison import Pairing
+    from ragtrace_evaluator.compare.gates import GateResult
+
+__all__ = ["FELL", "LABELS", "UNDETERMINED", "DecidingSlice", "deciding_slice", "slice_statistics"]
+
+BOUNDARY = "gold_in_context"
+FELL = "answers fell with the evidence"
+LABELS = "answers did not move: check whether the gold labels still match this build's chunks"
+UNDETERMINED = "undetermined"
+
+
+def _values(labels: Sequence[TraceLabel], use_score: bool) -> NDArray[np.float64]:
+    if use_score:
+        return np.array([np.nan if lab.score is None else float(lab.score) for lab in labels], dtype=np.float64)
+    return np.array([float(lab.passed) for lab in labels], dtype=np.float64)
+
+
+def _groups(p: Pairing) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+    a = [lab.gold_in_context for lab in p.baseline]
+    b = [lab.gold_in_context for lab in p.candidate]
+    lost = np.array([x is True and y is False for x, y in zip(a, b, strict=True)], dtype=bool)
+    held = np.array([x is not None and x == y for x, y in zip(a, b, strict=True)], dtype=bool)
+    return lost, held
+
+
+def _use_score(p: Pairing) -> bool:
+    return any(lab.score is not None for lab in (*p.baseline, *p.candidate))
+
+
+def slice_statistics(p: Pairing) -> list[RatioStatistic]:
+    """``slice:lost`` and ``slice:held``: each group's mean score (or pass) in each release, over the
+    queries of the group whose value is defined on both sides (so the change is paired)."""
+    use = _use_score(p)
+    va, vb = _values(p.baseline, use), _values(p.candidate, use)
+    defined = np.isfinite(va) & np.isfinite(vb)
+    out = []
+    for name, mask in zip(("lost", "held"), _groups(p), strict=True):
+        den = (mask & defined).astype(np.float64)
+        out.append(RatioStatistic(SLICE_PREFIX + name, np.where(den > 0, va, 0.0) * den, den,
+                                  np.where(den > 0, vb, 0.0) * den, den))
+    return out
+
+
+@dataclass(frozen=True)
+class DecidingSlice:
+    value: str  # "score" | "pass"
+    lost: PairedBootstrapResult
+    held: PairedBootstrapResult
+    verdict: str  # "fell" | "labels" | "undetermined"
+    statement: str
+    #: the gates on gold-in-context metrics that tripped (the verdict is printed when not empty)
+    tripped_gates: tuple[str, ...]
+    min_change: float = 0.05
+
+    def to_json(self) -> dict[str, Any]:
+        def group(r: PairedBootstrapResult) -> dict[str, Any]:
+            body = r.to_json()
+            return {"n": int(r.n_baseline), "baseline_mean": body["baseline"], "candidate_mean": body["candidate"],
+                    "delta": body["delta"], "ci": body["ci"], "se": body["se"], "warnings": body["warnings"]}
+
+        return {"boundary": BOUNDARY, "value": self.value, "tripped_gates": list(self.tripped_gates),
+                "min_change": self.min_change, "lost": group(self.lost), "held": group(self.held),
+                "verdict": self.verdict,
+                "statement": self.statement}
+
+
+def _interval(r: PairedBootstrapResult) -> tuple[float, float] | None:
+    for iv in (r.bca, r.percentile):
+        if iv.defined:
+            return iv.low, iv.high
+    return None
+
+
+def deciding_slice(p: Pairing, run: BootstrapRun, gates: Sequence[GateResult], *,
+                   min_change: float = 0.05) -> DecidingSlice:
+    """The verdict on the lost queries (module docstring), with the numbers behind it."""
+    value = "score" if _use_score(p) else "pass"
+    lost, held = run[SLICE_PREFIX + "lost"], run[SLICE_PREFIX + "held"]
+    tripped = tuple(g.metric for g in gates if g.tripped and g.boundary == BOUNDARY)
+
+    def mean(r: PairedBootstrapResult, side: str) -> str:
+        x = getattr(r, side)
+        return f"{x:.3f}" if np.isfinite(x) else "undefined"
+
+    numbers = (f"the {int(lost.n_baseline)} queries that lost their gold in context: mean {value} "
+               f"{mean(lost, 'baseline')} → {mean(lost, 'candidate')}")
+    iv = _interval(lost)
+    if iv is not None:
+        numbers += f" (Δ {lost.delta:+.3f}, {lost.confidence_level:.0%} CI [{iv[0]:+.3f}, {iv[1]:+.3f}])"
+    numbers += (f"; the {int(held.n_baseline)} whose state held: {mean(held, 'baseline')} → "
+                f"{mean(held, 'candidate')}")
+    if lost.n_baseline == 0:
+        verdict, statement = UNDETERMINED, f"{UNDETERMINED}: no query lost its gold in context"
+    elif iv is None:
+        verdict, statement = UNDETERMINED, (f"{UNDETERMINED}: too few queries lost their gold for an interval "
+                                            f"({numbers})")
+    elif iv[1] < 0 and lost.delta <= -min_change:
+        verdict, statement = "fell", f"{FELL}: {numbers}"
+    elif iv[0] > -min_change:
+        verdict, statement = "labels", f"{LABELS}: {numbers}"
+    else:
+        verdict, statement = UNDETERMINED, (f"{UNDETERMINED}: the interval of the lost queries' change reaches "
+                                            f"below −{min_change:g} but does not show a fall of that size "
+                                            f"({numbers})")
+    return DecidingSlice(value=value, lost=lost, held=held, verdict=verdict, statement=statement,
+                         tripped_gates=tripped, min_change=min_change)
