@@ -44,6 +44,27 @@ RERANKER_TOP_K: Final = "reranker.top_k"
 RERANKER_MODEL_NAME: Final = "reranker.model_name"
 LLM_MODEL_NAME: Final = "llm.model_name"
 
+# --- what other OpenInference instrumentation sends (read by the collector, never written) ----
+# The prompt and the answer of an LLM span: flattened messages ``llm.input_messages.{i}.message.content``
+# (and ``.message.contents.{j}.message_content.text``), prompts ``llm.prompts`` (a string array, or
+# flattened ``llm.prompts.{i}.prompt.text``), the answer ``llm.output_messages.{i}.message.content``.
+LLM_INPUT_MESSAGES: Final = "llm.input_messages"
+LLM_OUTPUT_MESSAGES: Final = "llm.output_messages"
+LLM_PROMPTS: Final = "llm.prompts"
+LLM_PROMPT_TEMPLATE_VARIABLES: Final = "llm.prompt_template.variables"  # a JSON object
+MESSAGE_CONTENT: Final = "message.content"
+SESSION_ID: Final = "session.id"
+METADATA: Final = "metadata"  # a JSON object (LangChain's run metadata, `using_metadata`)
+
+# --- OpenTelemetry GenAI semantic conventions (read by the collector, never written) ----------
+GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"  # "retrieval" | "chat" | "text_completion" | ...
+GEN_AI_RETRIEVAL_DOCUMENTS: Final = "gen_ai.retrieval.documents"  # [{id, score, content?}, ...]
+GEN_AI_RETRIEVAL_QUERY_TEXT: Final = "gen_ai.retrieval.query.text"
+GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"  # [{role, parts: [{type, content}]}]
+GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+GEN_AI_SYSTEM_INSTRUCTIONS: Final = "gen_ai.system_instructions"
+GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
+
 # Per-document fields, appended after ``<prefix>.{i}.``
 DOCUMENT_ID: Final = "document.id"
 DOCUMENT_SCORE: Final = "document.score"

@@ -127,6 +127,10 @@ class TraceSpec:
         gen: dict[str, Any] = {sc.SPAN_KIND: "LLM", sc.INPUT_VALUE: "prompt", sc.OUTPUT_VALUE: self.answer or ""}
         if not self.openinference_only:
             gen.update(doc_attrs(sc.CONTEXT_DOCUMENTS, ctx, content=self.content))
+        else:
+            # as OpenInference instrumentors send it: no context attributes, the passages in the prompt
+            shown = ctx if self.with_reranker or self.context is not None else list(self.retrieved)
+            gen[sc.INPUT_VALUE] = "Answer from:\n" + "\n\n".join(d.content for d in shown) + f"\n\nQ: {self.query}"
         out.append(SpanSpec(self.trace_id, gen_id, "generate", gen, parent=root_id))
         return out
 

@@ -16,7 +16,8 @@
 //   request = parse(body)              # ParseError (a ValueError) if it is not a valid request
 //   request.spans() -> [(resource attributes, [span tuple, ...]), ...]
 //       span tuple = (trace_id, span_id, parent_span_id, name, start_ns, end_ns, status_code,
-//                     status_message, events_or_None, other_attributes, ordinal_or_None)
+//                     status_message, events_or_None, other_attributes, ordinal_or_None,
+//                     dropped_attributes_count)
 //       ordinal: the span's index when it has document attributes, for documents()
 //   request.documents(plan, tenant, written) -> (documents columns, passages columns, nbytes)
 //       plan: [(ordinal, trace_id_hex, span_id_hex, start_ms, top_k_or_None, truncating), ...]
@@ -632,11 +633,12 @@ PyObject* span_tuple(const Span& span, size_t ordinal, const std::vector<DocAttr
   const auto& tid = span.trace_id();
   const auto& sid = span.span_id();
   const auto& parent = span.parent_span_id();
-  return Py_BuildValue("(y#y#y#OKKiOOOO)", tid.data(), static_cast<Py_ssize_t>(tid.size()), sid.data(),
+  return Py_BuildValue("(y#y#y#OKKiOOOOI)", tid.data(), static_cast<Py_ssize_t>(tid.size()), sid.data(),
                        static_cast<Py_ssize_t>(sid.size()), parent.data(), static_cast<Py_ssize_t>(parent.size()),
                        name.p, static_cast<unsigned long long>(span.start_time_unix_nano()),
                        static_cast<unsigned long long>(span.end_time_unix_nano()),
-                       static_cast<int>(span.status().code()), message.p, events.p, other.p, ord.p);
+                       static_cast<int>(span.status().code()), message.p, events.p, other.p, ord.p,
+                       static_cast<unsigned int>(span.dropped_attributes_count()));
 }
 
 PyObject* request_spans(Request* self, PyObject*) {

@@ -62,10 +62,10 @@ _STATUS = {0: "UNSET", 1: "OK", 2: "ERROR"}
 COLUMNS: dict[str, tuple[str, ...]] = {
     "spans": ("tenant", "trace_id", "span_id", "parent_span_id", "name", "kind", "service", "release",
               "environment", "start_time", "end_time", "status_code", "status_message", "attributes",
-              "events", "resource", "received_at"),
+              "events", "resource", "dropped_attributes", "received_at"),
     "queries": ("tenant", "trace_id", "span_id", "query_id", "service", "release", "environment", "route",
                 "query", "answer", "answer_streamed", "status_code", "start_time", "duration_ms",
-                "root_priority", "received_at"),
+                "root_priority", "kind", "received_at"),
     "documents": ("tenant", "trace_id", "span_id", "stage", "rank", "doc_id", "score", "content_hash",
                   "metadata", "top_k", "start_time", "received_at"),
     "passages": ("tenant", "content_hash", "content", "content_length", "truncated", "first_seen"),
@@ -87,6 +87,8 @@ class Rows:
         default_factory=lambda: {t: {c: [] for c in cs} for t, cs in COLUMNS.items()})
     spans: int = 0
     rejected: int = 0
+    #: spans whose sender dropped attributes (``dropped_attributes_count`` > 0)
+    dropped_attribute_spans: int = 0
     #: reasons for rejected spans and warnings about dropped attributes, deduplicated
     messages: list[str] = field(default_factory=list)
     #: approximate memory held, for the writer's bounded queue
@@ -108,6 +110,7 @@ class Rows:
             self.arrow.setdefault(table, []).extend(tables)
         self.spans += other.spans
         self.rejected += other.rejected
+        self.dropped_attribute_spans += other.dropped_attribute_spans
         self.nbytes += other.nbytes
 
     def note(self, message: str) -> None:
@@ -228,7 +231,8 @@ def _clamp_time(ms: int, received_ms: int) -> int:
 
 # --- the walk ----------------------------------------------------------------------------------
 #: One span as a walk hands it to `assemble_spans`: (trace_id, span_id, parent_span_id, name,
-#: start_ns, end_ns, status_code, status_message, events_or_None, other, documents_or_None).
+#: start_ns, end_ns, status_code, status_message, events_or_None, other, documents_or_None,
+#: dropped_attributes_count).
 #: ``other`` holds the non-document attributes as JSON-able values. ``documents`` is whatever the
 #: walk's ``on_documents`` callback takes: here the five slot-keyed dicts of `_documents`, in the
 #: native walk an index into its parsed request; None when the span has no document attribute.
@@ -293,7 +297,7 @@ def extract_spans(request: ExportTraceServiceRequest) -> list[SpanGroup]:
                 docs = (ids, scores, contents, metas, hashes) if ids or scores or contents or metas or hashes else None
                 spans.append((span.trace_id, span.span_id, span.parent_span_id, span.name,
                               span.start_time_unix_nano, span.end_time_unix_nano, status.code, status.message,
-                              events, other, docs))
+                              events, other, docs, span.dropped_attributes_count))
         groups.append((res_attrs, spans))
     return groups
 
@@ -349,7 +353,8 @@ def assemble_spans(rows: Rows, groups: Iterable[SpanGroup], tenant: str, receive
         release = _s(res_attrs.get(sc.SERVICE_VERSION))
         environment = _s(res_attrs.get(sc.DEPLOYMENT_ENVIRONMENT))
         resource_json = orjson.dumps(res_attrs).decode()
-        for tid, sid, parent_id, name, start_ns, end_ns, code, status_message, events_obj, other, docs in spans:
+        for (tid, sid, parent_id, name, start_ns, end_ns, code, status_message, events_obj, other, docs,
+             dropped) in spans:
             if len(tid) != 16 or not any(tid) or len(sid) != 8 or not any(sid):
                 rows.rejected += 1
                 rows.note("spans need a 16-byte non-zero trace_id and an 8-byte non-zero span_id")
@@ -360,7 +365,7 @@ def assemble_spans(rows: Rows, groups: Iterable[SpanGroup], tenant: str, receive
             end_ms = end_ns // 1_000_000
             end_ms = end_ms if start_ms <= end_ms <= start_ms + MAX_CLOCK_SKEW_MS else start_ms
 
-            kind = _s(other.get(sc.SPAN_KIND)).upper()
+            kind = _s(other.get(sc.SPAN_KIND)).upper() or _gen_ai_kind(other)
             status_code = _STATUS.get(code, "UNSET")
             events = "" if events_obj is None else orjson.dumps(events_obj).decode()
             attrs_json = orjson.dumps(other).decode()
@@ -368,11 +373,16 @@ def assemble_spans(rows: Rows, groups: Iterable[SpanGroup], tenant: str, receive
 
             span_rows.append((trace_id, span_id, parent, name, kind, service, release, environment,
                               start_ms, end_ms, status_code, status_message, attrs_json, events,
-                              resource_json))
+                              resource_json, dropped))
             rows.spans += 1
+            if dropped:
+                # the sender's SDK hit its attribute limit: the trace is read as incomplete
+                rows.dropped_attribute_spans += 1
+                rows.note(f"{dropped} attributes of span {name[:80]!r} were dropped by the sender's SDK "
+                          "(dropped_attributes_count); raise OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT")
 
             annotated = other.get(sc.ANNOTATES_TRACE_ID)
-            query_id = _s(other.get(sc.QUERY_ID))
+            query_id = _s(other.get(sc.QUERY_ID)) or _query_id(other)
             # An annotation names the trace it is about, or only a query id (gold/feedback
             # attached by `ragtrace.query.id`); either way it is never a query of its own.
             if annotated is not None or sc.ANNOTATION_KIND in other:
@@ -397,6 +407,7 @@ def assemble_spans(rows: Rows, groups: Iterable[SpanGroup], tenant: str, receive
                 q["start_time"].append(start_ms)
                 q["duration_ms"].append(max(0, end_ns - start_ns) / 1e6 if end_ns else 0.0)
                 q["root_priority"].append(priority)
+                q["kind"].append(kind)
                 q["received_at"].append(received_ms)
             gold_ids = other.get(sc.GOLD_DOCUMENT_IDS)
             if gold_ids is not None:  # on the root, or on a nested pipeline span: same trace
@@ -437,6 +448,43 @@ def _s(value: Any) -> str:
     if isinstance(value, str):
         return value
     return orjson.dumps(value).decode()
+
+
+#: ``gen_ai.operation.name`` values (OpenTelemetry GenAI conventions) → the OpenInference kind they
+#: are read as, for spans that carry no ``openinference.span.kind``
+_GEN_AI_KINDS = {"retrieval": sc.SpanKind.RETRIEVER.value, "chat": sc.SpanKind.LLM.value,
+                 "text_completion": sc.SpanKind.LLM.value, "generate_content": sc.SpanKind.LLM.value,
+                 "embeddings": sc.SpanKind.EMBEDDING.value}
+#: keys of the root's OpenInference ``metadata`` JSON that hold the query id, in order
+QUERY_ID_METADATA_KEYS = (sc.QUERY_ID, "query_id")
+
+
+def _gen_ai_kind(other: dict[str, Any]) -> str:
+    op = other.get(sc.GEN_AI_OPERATION_NAME)
+    return _GEN_AI_KINDS.get(op, "") if isinstance(op, str) else ""
+
+
+def _query_id(other: dict[str, Any]) -> str:
+    """The query id of a span without ``ragtrace.query.id``: a `QUERY_ID_METADATA_KEYS` key of its
+    OpenInference ``metadata`` (LangChain ``config={"metadata": ...}``, ``using_metadata``), else its
+    ``session.id`` (``using_session``), else its GenAI ``gen_ai.conversation.id``. A session id is a
+    query id only where a session is one query (an evaluation run): the README says so."""
+    meta = other.get(sc.METADATA)
+    if isinstance(meta, str) and meta.startswith("{"):
+        try:
+            meta = orjson.loads(meta)
+        except orjson.JSONDecodeError:
+            meta = None
+    if isinstance(meta, dict):
+        for key in QUERY_ID_METADATA_KEYS:
+            value = meta.get(key)
+            if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
+                return str(value)
+    for key in (sc.SESSION_ID, sc.GEN_AI_CONVERSATION_ID):
+        value = other.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return ""
 
 
 def _root_priority(parent: str, kind: str, other: dict[str, Any]) -> int:

@@ -57,10 +57,20 @@ class TraceRecord:
     #: the reference (correct) answer when one is known: sent on the root span
     #: (``ragtrace.reference.answer``) or imported by query id (`ragtrace labels import REFS.jsonl`)
     reference: str | None = None
-    #: the root span has arrived (children may still be missing)
+    #: False when the trace lost attributes or a stage (`incomplete_reasons` says which): its
+    #: pool, order, context or answer cannot be trusted, so it is never given a failure mode
     complete: bool = True
     #: the context was derived rather than recorded by the SDK
     context_derived: bool = False
+    #: where the context came from: ``recorded`` (``ragtrace.context.documents``), ``prompt`` (the
+    #: documents whose text the generation span's prompt contains), ``reranker_top_k``,
+    #: ``reranked`` or ``retrieved`` (guesses, when no prompt text can be read)
+    context_source: str = "recorded"
+    #: why the trace is incomplete, one ``"<reason>: <detail>"`` per problem (`ragtrace_store.assembly`)
+    incomplete_reasons: tuple[str, ...] = ()
+    #: the trace retrieves or generates under its root (or its root is the SDK's); False only for
+    #: the other roots that ``read_traces(include_all=True)`` also returns
+    is_query: bool = True
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def as_json(self, *, with_content: bool = False) -> dict[str, Any]:
@@ -80,4 +90,6 @@ class TraceRecord:
             "start_time": self.start_time.isoformat() if isinstance(self.start_time, datetime) else None,
             "gold_ids": list(self.gold_ids), "retrieved": docs(self.retrieved), "reranked": docs(self.reranked),
             "context": docs(self.context), "context_derived": self.context_derived, "reference": self.reference,
+            "context_source": self.context_source, "complete": self.complete,
+            "incomplete_reasons": list(self.incomplete_reasons), "is_query": self.is_query,
         }

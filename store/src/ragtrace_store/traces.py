@@ -7,22 +7,29 @@ trace reads the same everywhere.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
+from ragtrace_store.assembly import (
+    STAGE_KINDS,
+    SpanNode,
+    StageList,
+    assemble_query,
+    document_id_from_metadata,
+    query_input_keys,
+)
 from ragtrace_store.clock import as_utc
 from ragtrace_store.filters import TraceFilter
-from ragtrace_store.records import (
-    DEFAULT_TENANT,
-    STAGE_CONTEXT,
-    STAGE_RERANKED,
-    STAGE_RETRIEVED,
-    DocumentRef,
-    TraceRecord,
-)
+from ragtrace_store.records import DEFAULT_TENANT, STAGE_CONTEXT, DocumentRef, TraceRecord
 
 if TYPE_CHECKING:
     from ragtrace_store.client import Store
+
+#: `queries.root_priority` of the span the ragtrace SDK marks as the root (see 0001_core.sql)
+SDK_ROOT_PRIORITY = 3
 
 
 def read_traces(
@@ -36,10 +43,15 @@ def read_traces(
     trace_ids: Sequence[str] | None = None,
     limit: int | None = None,
     with_content: bool = False,
+    include_all: bool = False,
 ) -> Iterator[TraceRecord]:
-    """Assembled queries, newest first. Only traces whose root span has arrived are returned."""
-    where, params = TraceFilter(tenant=tenant, service=service, release=release, since=since, until=until,
-                                trace_ids=trace_ids).conditions()
+    """Assembled queries, newest first. Only traces whose root span has arrived are returned, and
+    only queries (`query_condition`) unless ``include_all`` (the others have ``is_query`` False)."""
+    flt = TraceFilter(tenant=tenant, service=service, release=release, since=since, until=until,
+                      trace_ids=trace_ids)
+    where, params = flt.conditions()
+    if not include_all:
+        where.append(query_condition(store, flt))
     # Pages of roots (keyset pagination on the sort order), each assembled before the next is
     # read, so memory stays bounded however large the store is.
     page = 500
@@ -53,8 +65,8 @@ def read_traces(
             params["after_t"], params["after_id"] = after
         n = page if left is None else min(page, left)
         roots = store.query_rows(
-            "SELECT trace_id, query_id, service, release, environment, route, start_time, query, answer "
-            f"FROM {store.table('queries')} FINAL WHERE {' AND '.join(cond)} "
+            "SELECT trace_id, query_id, service, release, environment, route, start_time, query, answer, span_id, "
+            f"root_priority, kind FROM {store.table('queries')} FINAL WHERE {' AND '.join(cond)} "
             f"ORDER BY start_time DESC, trace_id LIMIT {int(n)}", params)
         if not roots:
             return
@@ -64,6 +76,34 @@ def read_traces(
         after = (roots[-1][6], roots[-1][0])
         if left is not None:
             left -= len(roots)
+
+
+def query_condition(store: Store, flt: TraceFilter) -> str:
+    """The SQL condition (over `queries`, with ``flt.conditions()``'s parameters) that keeps the roots
+    that are queries: the ragtrace SDK's roots; rows written by other tools than the collector
+    (``root_priority`` 0: imports, fixtures); and any other root that is not itself a retriever,
+    reranker or LLM span and has such a span in its trace. A retriever or LLM called outside a
+    chain, or LlamaIndex building its index, is a trace too, but not a query: it stays in ``spans``
+    (`count_roots`, ``read_traces(include_all=True)``) and out of the audit."""
+    kinds = "(" + ", ".join(f"'{k}'" for k in STAGE_KINDS) + ")"
+    sub = ["tenant = {tenant:String}", f"kind IN {kinds}"]
+    if flt.trace_ids is not None:
+        sub.append("trace_id IN {trace_ids:Array(String)}")
+    if flt.since is not None:
+        # a stage starts after its root; a day of margin for clock skew between services
+        sub.append("start_time >= {since:DateTime64(3, 'UTC')} - INTERVAL 1 DAY")
+    return (f"(root_priority IN (0, {SDK_ROOT_PRIORITY}) OR (kind NOT IN {kinds} AND trace_id IN "
+            f"(SELECT trace_id FROM {store.table('spans')} WHERE {' AND '.join(sub)})))")
+
+
+def count_roots(store: Store, flt: TraceFilter) -> dict[str, int]:
+    """``{"queries": n, "other": m}``: the traces `read_traces` returns, and the other roots."""
+    where, params = flt.conditions()
+    rows = store.query_rows(
+        f"SELECT countIf({query_condition(store, flt)}), count() FROM {store.table('queries')} FINAL "
+        f"WHERE {' AND '.join(where)}", params)
+    queries, total = (int(x) for x in rows[0])
+    return {"queries": queries, "other": total - queries}
 
 
 def _assemble(store: Store, tenant: str, roots: list[tuple[Any, ...]], with_content: bool) -> Iterator[TraceRecord]:
@@ -109,31 +149,46 @@ def _assemble(store: Store, tenant: str, roots: list[tuple[Any, ...]], with_cont
         elif query_id:
             gold_by_query.setdefault(query_id, set()).add(doc_id)
     ref_by_trace, ref_by_query = _references(store, tenant, ids, [r[1] for r in roots if r[1]])
-    answers = _generation_answers(store, [r[0] for r in roots if r[8] is None], tenant)
-    for trace_id, query_id, service, release, env, route, start, query, answer in roots:
+    spans = _span_nodes(store, tenant, ids)
+
+    # Span attributes and passage text are read only for the traces that need them: the SDK
+    # records query, answer and context explicitly, other clients leave them to be read from the
+    # LLM and retriever spans (`ragtrace_store.assembly`).
+    need_attrs, need_text = [], []
+    for trace_id, _qid, _svc, _rel, _env, _route, _start, query, answer, _span_id, priority, _kind in roots:
         stages = by_trace.get(trace_id, {})
-        retrieved = _last_span(stages.get(STAGE_RETRIEVED, []), with_content)
-        reranked = _last_span(stages.get(STAGE_RERANKED, []), with_content)
-        context = _last_span(stages.get(STAGE_CONTEXT, []), with_content)
-        derived = False
-        if not context:
-            # OpenInference-only instrumentation: the generator saw the reranker's top_k,
-            # or the retriever's output when there was no reranker.
-            derived = True
-            if reranked:
-                top_k = next((r[9] for r in stages.get(STAGE_RERANKED, []) if r[9] is not None), None)
-                context = reranked[: int(top_k)] if top_k else reranked
-            else:
-                context = retrieved
+        kinds = {n.kind for n in spans.get(trace_id, {}).values()}
+        sdk = priority == SDK_ROOT_PRIORITY
+        recover = STAGE_CONTEXT not in stages and "LLM" in kinds
+        if recover or ((answer is None or not sdk) and "LLM" in kinds) or (not sdk and _maybe_mapping(query)):
+            need_attrs.append(trace_id)
+        if recover and not with_content:
+            need_text.append(trace_id)
+    attrs = _span_attributes(store, tenant, need_attrs)
+    texts = _passage_texts(store, tenant, [r[6] for t in need_text for rows in by_trace.get(t, {}).values()
+                                           for r in rows if r[6]])
+    query_keys = query_input_keys()
+
+    for trace_id, query_id, service, release, env, route, start, query, answer, span_id, priority, kind in roots:
+        stages = by_trace.get(trace_id, {})
+        nodes = spans.get(trace_id, {})
+        if trace_id in attrs:
+            nodes = {s: replace(n, attributes=attrs[trace_id].get(s)) for s, n in nodes.items()}
+        lists = {stage: _stage_lists(rows, with_content, texts) for stage, rows in stages.items()}
+        got = assemble_query(root_span_id=span_id, sdk_root=priority == SDK_ROOT_PRIORITY, query=query,
+                             answer=answer, spans=nodes, stages=lists, query_keys=query_keys)
         gold = gold_by_trace.get(trace_id) or gold_by_query.get(query_id, set())
         yield TraceRecord(
             trace_id=trace_id, query_id=query_id, tenant=tenant, service=service, release=release,
-            environment=env, route=route, start_time=as_utc(start), query=query,
-            answer=answer if answer is not None else answers.get(trace_id),
-            retrieved=retrieved, reranked=reranked, context=context,
-            gold_ids=tuple(sorted(gold)),
+            environment=env, route=route, start_time=as_utc(start), query=got.query, answer=got.answer,
+            retrieved=_shown(got.retrieved, with_content), reranked=_shown(got.reranked, with_content),
+            context=_shown(got.context, with_content), gold_ids=tuple(sorted(gold)),
             reference=ref_by_trace.get(trace_id) or ref_by_query.get(query_id),
-            complete=True, context_derived=derived,
+            complete=not got.incomplete_reasons, context_derived=got.context_source != "recorded",
+            context_source=got.context_source, incomplete_reasons=got.incomplete_reasons,
+            # as `query_condition` decides it in SQL
+            is_query=priority in (0, SDK_ROOT_PRIORITY) or (kind not in STAGE_KINDS and any(
+                n.kind in STAGE_KINDS for n in nodes.values())),
         )
 
 
@@ -153,27 +208,70 @@ def _references(store: Store, tenant: str, trace_ids: list[str],
     return by_trace, by_query
 
 
-def _generation_answers(store: Store, trace_ids: list[str], tenant: str) -> dict[str, str]:
-    """The answer of a query whose root has none: the last generation span's ``output.value``."""
+def _maybe_mapping(query: str) -> bool:
+    return not query.strip() or query.lstrip().startswith("{")
+
+
+def _span_nodes(store: Store, tenant: str, trace_ids: list[str]) -> dict[str, dict[str, SpanNode]]:
+    """The tree of each trace: every span's id, parent, kind, name, times and dropped-attribute count
+    (no attributes)."""
+    rows = store.query_rows(
+        f"SELECT trace_id, span_id, parent_span_id, kind, name, start_time, end_time, dropped_attributes "
+        f"FROM {store.table('spans')} FINAL WHERE tenant = {{tenant:String}} AND trace_id IN {{ids:Array(String)}}",
+        {"tenant": tenant, "ids": trace_ids},
+    )
+    out: dict[str, dict[str, SpanNode]] = {}
+    for trace_id, span_id, parent, kind, name, start, end, dropped in rows:
+        out.setdefault(trace_id, {})[span_id] = SpanNode(span_id, parent, kind, name, start, end, int(dropped))
+    return out
+
+
+def _span_attributes(store: Store, tenant: str, trace_ids: list[str]) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{trace: {span: attributes}}`` of the LLM, retriever and reranker spans of these traces."""
     if not trace_ids:
         return {}
     rows = store.query_rows(
-        f"SELECT trace_id, argMax(JSONExtractString(attributes, 'output.value'), end_time) "
-        f"FROM {store.table('spans')} FINAL WHERE tenant = {{tenant:String}} AND kind = 'LLM' "
-        "AND trace_id IN {ids:Array(String)} GROUP BY trace_id",
-        {"tenant": tenant, "ids": trace_ids},
+        f"SELECT trace_id, span_id, attributes FROM {store.table('spans')} FINAL "
+        "WHERE tenant = {tenant:String} AND trace_id IN {ids:Array(String)} AND kind IN {kinds:Array(String)}",
+        {"tenant": tenant, "ids": trace_ids, "kinds": list(STAGE_KINDS)},
     )
-    return {r[0]: r[1] for r in rows if r[1]}
+    out: dict[str, dict[str, dict[str, Any]]] = {t: {} for t in trace_ids}
+    for trace_id, span_id, attributes in rows:
+        try:
+            parsed = orjson.loads(attributes) if attributes else {}
+        except orjson.JSONDecodeError:
+            parsed = {}
+        out[trace_id][span_id] = parsed if isinstance(parsed, dict) else {}
+    return out
 
 
-def _last_span(rows: list[tuple[Any, ...]], with_content: bool) -> tuple[DocumentRef, ...]:
-    """Documents of the stage's last span (a query that retrieved twice keeps the final list)."""
-    if not rows:
-        return ()
-    last = rows[-1][2]
-    return tuple(
-        DocumentRef(id=r[4], rank=int(r[3]), score=r[5], content_hash=r[6],
-                    content=(r[7] or None) if with_content else None, metadata=r[8])
-        for r in rows
-        if r[2] == last
+def _passage_texts(store: Store, tenant: str, hashes: list[str]) -> dict[str, str]:
+    """Passage text by content hash (the longest copy), for matching documents against prompts."""
+    if not hashes:
+        return {}
+    rows = store.query_rows(
+        f"SELECT content_hash, argMax(content, content_length) FROM {store.table('passages')} "
+        "WHERE tenant = {tenant:String} AND content_hash IN {hashes:Array(String)} GROUP BY content_hash",
+        {"tenant": tenant, "hashes": list(dict.fromkeys(hashes))},
     )
+    return {h: c for h, c in rows if c}
+
+
+def _stage_lists(rows: list[tuple[Any, ...]], with_content: bool, texts: dict[str, str]) -> list[StageList]:
+    """One stage's document rows (ordered by start time, span, rank) as one list per span."""
+    out: list[StageList] = []
+    for r in rows:
+        if not out or out[-1].span_id != r[2]:
+            out.append(StageList(r[2], r[10], (), None))
+        content = (r[7] or None) if with_content else texts.get(r[6])
+        doc = DocumentRef(id=document_id_from_metadata(r[4], r[8]), rank=int(r[3]), score=r[5], content_hash=r[6],
+                          content=content, metadata=r[8])
+        last = out[-1]
+        out[-1] = replace(last, docs=(*last.docs, doc), top_k=last.top_k if last.top_k is not None else
+                          (int(r[9]) if r[9] is not None else None))
+    return out
+
+
+def _shown(docs: tuple[DocumentRef, ...], with_content: bool) -> tuple[DocumentRef, ...]:
+    """Passage text read only to recover the context stays out of records read without content."""
+    return docs if with_content else tuple(replace(d, content=None) if d.content is not None else d for d in docs)

@@ -1,0 +1,96 @@
+"""A real `ragtrace serve` app on loopback and a stock OpenTelemetry SDK exporting to it over OTLP/HTTP,
+for tests that run third-party instrumentation (OpenInference's LangChain and LlamaIndex
+instrumentors) exactly as a user would point it at ragtrace."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import SpanLimits, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from ragtrace_store import TraceRecord
+
+from ._server import running
+
+TOKEN = "interop-token"
+
+
+@dataclass
+class Collector:
+    """The serve app (``url``, ``app``) of one tenant, and tracer providers that export to it."""
+
+    store: Any
+    url: str
+    app: Any
+    tenant: str
+    providers: list[TracerProvider] = field(default_factory=list)
+
+    def provider(self, service: str, release: str, *, max_attributes: int | None = None) -> tuple[
+            TracerProvider, InMemorySpanExporter]:
+        """A stock SDK provider exporting over OTLP/HTTP (protobuf) to the app; ``max_attributes``
+        None keeps the SDK's default limit (128, or ``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT``). The
+        in-memory exporter beside it only tells the test which trace ids it made."""
+        limits = SpanLimits(max_span_attributes=max_attributes) if max_attributes else SpanLimits()
+        tp = TracerProvider(resource=Resource.create({"service.name": service, "service.version": release}),
+                            span_limits=limits)
+        tp.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(
+            endpoint=f"{self.url}/v1/traces", headers={"authorization": f"Bearer {TOKEN}"}, timeout=30)))
+        seen = InMemorySpanExporter()
+        tp.add_span_processor(SimpleSpanProcessor(seen))
+        self.providers.append(tp)
+        return tp, seen
+
+    def flush(self, tp: TracerProvider) -> None:
+        assert tp.force_flush(30_000), "the SDK did not export within 30 s"
+        assert self.app.state.writer.flush(30), "the collector did not write within 30 s"
+
+    def traced(self, tp: TracerProvider, seen: InMemorySpanExporter, run: Callable[[], Any]) -> list[str]:
+        """Run ``run`` and return the ids of the traces it made, in the order their roots ended."""
+        seen.clear()
+        run()
+        self.flush(tp)
+        roots = [s for s in seen.get_finished_spans() if s.parent is None]
+        return [f"{s.context.trace_id:032x}" for s in roots]
+
+    def record(self, trace_id: str, **kw: Any) -> TraceRecord:
+        found = list(self.store.read_traces(tenant=self.tenant, trace_ids=[trace_id], with_content=True, **kw))
+        assert len(found) == 1, f"trace {trace_id} is not a query in the store"
+        return found[0]
+
+
+@contextmanager
+def collector(store: Any, tmp: Path) -> Iterator[Collector]:
+    tenant = f"interop-{uuid.uuid4().hex[:10]}"
+    with ExitStack() as stack:
+        url, app = stack.enter_context(running(store, str(tmp / "spool"), tokens={TOKEN: tenant}))
+        c = Collector(store, url, app, tenant)
+        try:
+            yield c
+        finally:
+            for tp in c.providers:
+                tp.shutdown()
+
+
+#: fixed documents: one gold passage for QUERY and seven distractors
+PASSAGES = {
+    "gold": "Water boils at 100 degrees Celsius at sea level.",
+    "freeze": "Water freezes at 0 degrees Celsius under normal pressure.",
+    "mercury": "Mercury is a metal that is liquid at room temperature.",
+    "ocean": "The ocean covers most of the surface of the planet.",
+    "salt": "Salt water boils at a slightly higher temperature than fresh water.",
+    "steam": "Steam engines were central to the industrial revolution.",
+    "everest": "On the summit of Everest water boils at about 70 degrees Celsius.",
+    "ice": "Ice is less dense than liquid water, so it floats.",
+}
+QUERY = "At what temperature does water boil at sea level?"
+GOOD = "Water boils at 100 degrees Celsius at sea level."
+WRONG = "Water boils at 90 degrees Celsius at sea level."
