@@ -145,6 +145,9 @@ def test_console_script_prints_the_token_last(tmp_path: Path) -> None:
     # The real entry point in a fresh process (its own embedded store directory).
     exe = Path(sys.executable).with_name("ragtrace")
     env = {**os.environ, "RAGTRACE_STORE": str(tmp_path / "store")}
+    # only `ragtrace store migrate` (or `serve`) creates the schema; reviewer commands never do
+    proc = subprocess.run([str(exe), "store", "migrate"], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
     proc = subprocess.run([str(exe), "reviewers", "add", "ivy", "--tenant", "acme"], capture_output=True,
                           text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr

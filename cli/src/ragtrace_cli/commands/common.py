@@ -1,27 +1,98 @@
 """What the `ragtrace` subcommands share: the `--store` help text and opening a store with a
-message that says what to do when it cannot be opened."""
+message that says what to do when it cannot be used.
+
+Exit codes, the same in every command: 0 success, 1 the command's own work failed, 2 a usage error
+or a store that cannot be used (`EXIT_STORE`: it does not exist, another process owns it, it cannot
+be reached, or its schema is missing or older than this version).
+
+Only `ragtrace store migrate` and `ragtrace serve` (at start, with its --cluster variant) change
+the schema. Every other command opens the store with `open_reader`, which never migrates: it
+refuses a store whose schema is not up to date and says how to migrate it.
+"""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from ragtrace_store import Store, StoreError, StoreLockedError, default_store_path, open_store
+from ragtrace_store import (
+    Store,
+    StoreError,
+    StoreLockedError,
+    default_store_path,
+    is_server_url,
+    open_store,
+)
 
 STORE_HELP = ("a directory (embedded chDB) or http(s)://user:password@host:8123/database; "
               f"default $RAGTRACE_STORE or {default_store_path()}")
 
+#: exit status of every command whose store cannot be used
+EXIT_STORE = 2
 
-def open_or_report(store: str | None, *, migrate: bool, command: str, **kw: Any) -> Store | None:
-    """The store, or None after printing why it cannot be opened (the caller exits with 2)."""
+#: commands that can go through a running `ragtrace serve` instead of opening its embedded store
+_SERVER_MODE = ("traces", "audit", "review", "reviewers")
+
+
+def open_or_report(store: str | None, *, migrate: bool, command: str, say: Callable[[str], None] | None = None,
+                   **kw: Any) -> Store | None:
+    """The store, or None after saying why it cannot be opened (the caller exits with `EXIT_STORE`).
+    ``say`` gets each line of the message (default: printed to stderr after ``ragtrace COMMAND:``)."""
+    say = say or _stderr(command)
     try:
         return open_store(store, migrate=migrate, **kw)
     except StoreLockedError as exc:
-        print(f"ragtrace {command}: {exc}", file=sys.stderr)
-        if command == "traces":
-            print("  To read while the collector runs: ragtrace traces --server http://HOST:4318 "
-                  "[--token TOKEN] (reads through the serving process).", file=sys.stderr)
+        hint = ""
+        if command in _SERVER_MODE:
+            hint = (f"\n  To work while the collector runs: ragtrace {command} ... --server http://HOST:4318 "
+                    "[--token TOKEN] (goes through the serving process).")
+        say(f"{exc}{hint}")
         return None
     except StoreError as exc:
-        print(f"ragtrace {command}: {exc}", file=sys.stderr)
+        say(str(exc))
         return None
+
+
+def open_reader(store: str | None, *, command: str, say: Callable[[str], None] | None = None,
+                **kw: Any) -> Store | None:
+    """The store for a command that reads it (or adds rows to it), never migrating it; None after
+    saying why it cannot be used (the caller exits with `EXIT_STORE`).
+
+    An embedded directory that does not exist is not created, and a store whose schema is missing
+    or old is refused with the command that migrates it: a reader that migrated would apply the
+    single-node schema to whatever it was pointed at, a cluster included.
+    """
+    say = say or _stderr(command)
+    location = str(store) if store is not None else str(default_store_path())
+    if not is_server_url(location) and not Path(location).expanduser().is_dir():
+        say(f"there is no store at {location}; give --store (or $RAGTRACE_STORE), or create one with "
+            f"`ragtrace store migrate --store {location}` or `ragtrace serve --store {location}`")
+        return None
+    opened = open_or_report(location, migrate=False, command=command, say=say, **kw)
+    if opened is None:
+        return None
+    try:
+        done = opened.applied_versions()
+        pending = opened.pending_migrations()
+    except Exception as exc:  # the driver's errors: an unreachable or refusing server
+        say(f"cannot read the schema version of {opened.location}: {exc}")
+        opened.close()
+        return None
+    if pending:
+        names = ", ".join(f"{m.version:04d}_{m.name}" for m in pending)
+        state = "has no ragtrace schema" if not done else f"has an older schema (missing {names})"
+        say(f"the store {opened.location} {state}. This command never changes the schema: run "
+            f"`ragtrace store migrate --store {opened.location}` (on a ClickHouse cluster add `--variant "
+            "cluster --cluster NAME`), or start `ragtrace serve` on it, then retry.")
+        opened.close()
+        return None
+    return opened
+
+
+def _stderr(command: str) -> Callable[[str], None]:
+    def say(message: str) -> None:
+        print(f"ragtrace {command}: {message}", file=sys.stderr)
+
+    return say

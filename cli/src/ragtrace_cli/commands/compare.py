@@ -81,12 +81,14 @@ def load_side(value: str, args: argparse.Namespace, store_box: list[Any]) -> Lab
                                "give a release name to read the store)")
         return load_jsonl(value)
     if not store_box:
-        from ragtrace_store import StoreError, open_store
+        from ragtrace_cli.commands.common import open_reader
 
-        try:
-            store_box.append(open_store(args.store, migrate=False))
-        except StoreError as exc:
-            raise CompareError(str(exc)) from exc
+        # never migrates, and refuses a missing store or an old schema with what to run
+        problems: list[str] = []
+        opened = open_reader(args.store, command="compare", say=problems.append)
+        if opened is None:
+            raise CompareError("; ".join(problems))
+        store_box.append(opened)
     store = store_box[0]
     try:
         sets = load_release(store, value, tenant=args.tenant, service=args.service, manifest_id=args.manifest)

@@ -2,7 +2,9 @@
 
 Both take ``--store`` (a directory or a ClickHouse URL; default $RAGTRACE_STORE or the per-user
 store) and ``--tenant``. The functions accept an already open store for callers that own one
-(tests, the serving process), since an embedded store allows one process at a time.
+(tests, the serving process), since an embedded store allows one process at a time. They never
+change the schema; exit codes as in every command (`ragtrace_cli.commands.common`): 1 a review
+error, 2 a usage error or a store that cannot be used.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
+from ragtrace_cli.commands.common import EXIT_STORE, open_reader
 from ragtrace_review import auth
 from ragtrace_review.calibrate import agreement_report, export_gold, render_text, write_gold
 from ragtrace_review.errors import ReviewError
 from ragtrace_review.queues import enqueue, progress, queue_names
-from ragtrace_store import DEFAULT_TENANT, LabelError, Store, StoreError, open_store, read_label_lines
+from ragtrace_store import DEFAULT_TENANT, LabelError, Store, StoreError, read_label_lines
 
 ENV_TOKEN = "RAGTRACE_REVIEW_TOKEN"
 #: the collector's tenant token (as for `ragtrace audit --server`), for reviewer administration
@@ -38,12 +41,16 @@ def _common(p: argparse.ArgumentParser, *, server: bool = False) -> None:
         p.add_argument("--token", default=None, help=f"reviewer token for --server (default: ${ENV_TOKEN})")
 
 
-def _run(args: argparse.Namespace, store: Store | None, body: Callable[[Store], int]) -> int:
+def _run(args: argparse.Namespace, store: Store | None, body: Callable[[Store], int], command: str) -> int:
+    if store is None:
+        # never migrates: the schema is `ragtrace store migrate`'s (or `ragtrace serve`'s) to change
+        store = open_reader(args.store, command=command)
+        if store is None:
+            return EXIT_STORE
+        with store:
+            return _run(args, store, body, command)
     try:
-        if store is not None:
-            return body(store)
-        with open_store(args.store) as opened:
-            return body(opened)
+        return body(store)
     except (ReviewError, StoreError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -100,7 +107,7 @@ def reviewers_main(argv: list[str], store: Store | None = None) -> int:
         print(f"reviewer {reviewer.name} {'disabled' if args.action == 'disable' else 'enabled'}")
         return 0
 
-    return _run(args, store, body)
+    return _run(args, store, body, "reviewers")
 
 
 def _remote_reviewers(args: argparse.Namespace, token: str | None) -> int:
@@ -263,4 +270,4 @@ def review_main(argv: list[str], store: Store | None = None) -> int:
               f"judgements to {args.out / 'qrels.txt'}{stored}")
         return 0
 
-    return _run(args, store, body)
+    return _run(args, store, body, "review")

@@ -2,7 +2,7 @@
 running collector (``--server``).
 
 Exit codes: 0 success, 1 nothing found or the collector refused, 2 usage error or a store that
-cannot be opened.
+cannot be used (`ragtrace_cli.commands.common`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from ragtrace_cli.commands.common import STORE_HELP, open_or_report
+from ragtrace_cli.commands.common import EXIT_STORE, STORE_HELP, open_reader
 from ragtrace_store import DEFAULT_TENANT, TraceRecord, parse_time_bound
 
 
@@ -49,14 +49,10 @@ def traces_main(argv: list[str]) -> int:
             return 1
         objs = list(rows)
     else:
-        store = open_or_report(a.store, migrate=False, command="traces")
+        store = open_reader(a.store, command="traces")
         if store is None:
-            return 2
+            return EXIT_STORE
         with store:
-            if store.pending_migrations():
-                print("ragtrace traces: the store has no (or an old) schema; run `ragtrace store migrate "
-                      "--store ...` or start `ragtrace serve` on it", file=sys.stderr)
-                return 1
             objs = [r.as_json() for r in store.read_traces(tenant=a.tenant, service=a.service, release=a.release,
                                                             since=since, until=until, limit=a.limit)]
     if a.json:
@@ -124,13 +120,11 @@ def _traces_show(argv: list[str]) -> int:
         if obj is None:
             return 1
     else:
-        store = open_or_report(a.store, migrate=False, command="traces")
+        store = open_reader(a.store, command="traces")
         if store is None:
-            return 2
+            return EXIT_STORE
         with store:
-            found: list[TraceRecord] = []
-            if not store.pending_migrations():
-                found = list(store.read_traces(tenant=a.tenant, trace_ids=[tid], with_content=True))
+            found: list[TraceRecord] = list(store.read_traces(tenant=a.tenant, trace_ids=[tid], with_content=True))
         if not found:
             print(f"ragtrace traces show: no trace {tid} in tenant {a.tenant!r} (or its root span has not "
                   "arrived yet)", file=sys.stderr)
