@@ -64,7 +64,8 @@ class Collector:
     def record(self, trace_id: str, **kw: Any) -> TraceRecord:
         found = list(self.store.read_traces(tenant=self.tenant, trace_ids=[trace_id], with_content=True, **kw))
         assert len(found) == 1, f"trace {trace_id} is not a query in the store"
-        return found[0]
+        rec: TraceRecord = found[0]
+        return rec
 
 
 @contextmanager
