@@ -180,8 +180,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_until_ready(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 90) -> None:
-    """Poll ``GET /readyz`` of a `ragtrace serve` child until it answers 200.
+def wait_until_ready(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 90,
+                     token: str | None = None) -> None:
+    """Poll ``GET /readyz`` of a `ragtrace serve` child until it answers 200 (with ``token`` as the
+    bearer credential, which /readyz needs when the server has tokens).
 
     Raises RuntimeError with the tail of the child's log when it exits or the timeout passes.
     """
@@ -192,7 +194,8 @@ def wait_until_ready(url: str, proc: subprocess.Popen[bytes], log: Path, timeout
         if proc.poll() is not None:
             raise RuntimeError(f"ragtrace serve exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
         try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+            headers = {"authorization": f"Bearer {token}"} if token else {}
+            if httpx.get(f"{url}/readyz", timeout=2, headers=headers).status_code == 200:
                 return
         except httpx.HTTPError:
             pass

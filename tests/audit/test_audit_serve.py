@@ -40,7 +40,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
                             cwd=REPO, env=_env(), stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        otlp.wait_until_ready(url, proc, store.parent / "serve.log", timeout=60)
+        otlp.wait_until_ready(url, proc, store.parent / "serve.log", timeout=60, token=TOKEN)
         yield url, store
     finally:
         proc.send_signal(signal.SIGTERM)

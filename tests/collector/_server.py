@@ -20,8 +20,9 @@ __all__ = ["free_port", "running"]
 
 @contextmanager
 def running(store: Any, spool_dir: str, **settings: Any) -> Iterator[tuple[str, Any]]:
-    """Yields (base URL, app). The lifespan (writer start/stop) runs as under `ragtrace serve`."""
-    port = free_port()
+    """Yields (base URL, app). The lifespan (writer start/stop) runs as under `ragtrace serve`.
+    ``port`` (in ``settings``) picks the port; default any free one."""
+    port = settings.pop("port", None) or free_port()
     cfg = CollectorSettings(store=store.location, port=port, spool_dir=spool_dir, spool_fsync=False,
                             batch_interval=settings.pop("batch_interval", 0.05), **settings)
     app = build_app(cfg, store)

@@ -226,8 +226,11 @@ def test_audit_route_and_background_audit_run_per_tenant(chdb_store: Any, tmp_pa
     with running(chdb_store, str(tmp_path / "spool"), tokens={"k": tenant}, audit_every=0.2,
                  audit_sample=3) as (url, app):
         auth = {"authorization": "Bearer k"}
-        ok = httpx.post(f"{url}/api/audit", json={"sample": 2, "tenant": "someone-else"}, headers=auth, timeout=120)
-        assert ok.status_code == 200 and ok.json()["n"] == 0
+        ok = httpx.post(f"{url}/api/audit", json={"sample": 2}, headers=auth, timeout=120)
+        assert ok.status_code == 200 and ok.json()["n"] == 0 and ok.json()["filters"]["tenant"] == tenant
+        # the token decides the tenant: asking for another one is refused, not silently ignored
+        other = httpx.post(f"{url}/api/audit", json={"sample": 2, "tenant": "someone-else"}, headers=auth, timeout=60)
+        assert other.status_code == 400 and "tenant" in other.json()["error"]
         bad = httpx.post(f"{url}/api/audit", json={"no_such_option": 1}, headers=auth, timeout=60)
         assert bad.status_code == 400 and "no_such_option" in bad.json()["error"]
         metrics = app.state.metrics

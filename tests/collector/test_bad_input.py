@@ -198,6 +198,6 @@ def test_100k_documents_in_one_span(client: TestClient, chdb_store: Any) -> None
 
 
 def test_nothing_was_dead_lettered(client: TestClient, tmp_path: Path) -> None:
-    metrics = client.get("/metrics").text
+    metrics = client.get("/metrics", headers={"authorization": "Bearer fuzz"}).text
     assert "ragtrace_deadletter_records_total 0" in metrics
     assert 'ragtrace_requests_total{code="500"}' not in metrics

@@ -8,6 +8,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import Any
 
@@ -52,11 +53,9 @@ def seeded(store: Store, tenant: str) -> Callable[..., list[dict[str, Any]]]:
     return make
 
 
-@pytest.fixture
-def live_url(store: Store) -> Iterator[str]:
-    """The review UI on a real uvicorn server (loopback, a thread of this process) over the shared store."""
-    app = FastAPI()
-    mount(app, lambda: store, SimpleNamespace(review_secret="browser-test"))
+@contextmanager
+def serving(app: FastAPI) -> Iterator[str]:
+    """``app`` on a real uvicorn server (loopback, a thread of this process); yields its base URL."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -73,3 +72,12 @@ def live_url(store: Store) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+@pytest.fixture
+def live_url(store: Store) -> Iterator[str]:
+    """The review UI on a real uvicorn server (loopback, a thread of this process) over the shared store."""
+    app = FastAPI()
+    mount(app, lambda: store, SimpleNamespace(review_secret="browser-test"))
+    with serving(app) as url:
+        yield url

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -107,18 +108,29 @@ def test_reviewer_admin_api_uses_the_tenant_tokens(store: Store, tenant: str) ->
     assert client.post("/api/reviewers", json={"name": "<bad>"}, headers=admin).status_code == 400
 
 
-def test_reviewers_cli_through_the_server(live_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_reviewers_cli_through_the_server(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     import uuid
 
-    from ragtrace_cli.commands.review import reviewers_main
+    from fastapi import FastAPI
 
-    name = f"remote-{uuid.uuid4().hex[:6]}"  # the live server has no tenant tokens: tenant "default"
-    assert reviewers_main(["add", name, "--server", live_url]) == 0
-    token = capsys.readouterr().out.strip().splitlines()[-1]
-    assert token.startswith(auth.TOKEN_PREFIX)
-    assert reviewers_main(["list", "--json", "--server", live_url]) == 0
-    assert name in {r["name"] for r in json.loads(capsys.readouterr().out)}
-    assert reviewers_main(["disable", name, "--server", live_url]) == 0
-    assert f"reviewer {name} disabled" in capsys.readouterr().out
-    assert reviewers_main(["disable", "nobody-here", "--server", live_url]) == 1
-    assert "answered 404" in capsys.readouterr().err
+    from ragtrace_cli.commands.review import reviewers_main
+    from ragtrace_review.web import mount
+
+    from .conftest import serving
+
+    app = FastAPI()  # no tenant tokens: tenant "default", administered with the admin token
+    mount(app, lambda: store, SimpleNamespace(review_secret="s", admin_token="adm-secret"))
+    name = f"remote-{uuid.uuid4().hex[:6]}"
+    with serving(app) as url:
+        admin = ["--server", url, "--token", "adm-secret"]
+        assert reviewers_main(["add", name, *admin]) == 0
+        token = capsys.readouterr().out.strip().splitlines()[-1]
+        assert token.startswith(auth.TOKEN_PREFIX)
+        assert reviewers_main(["list", "--json", *admin]) == 0
+        assert name in {r["name"] for r in json.loads(capsys.readouterr().out)}
+        assert reviewers_main(["disable", name, *admin]) == 0
+        assert f"reviewer {name} disabled" in capsys.readouterr().out
+        assert reviewers_main(["disable", "nobody-here", *admin]) == 1
+        assert "answered 404" in capsys.readouterr().err
+        assert reviewers_main(["list", "--server", url]) == 1  # no credential, no list
+        assert "answered 401" in capsys.readouterr().err

@@ -28,6 +28,7 @@ from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.concurrency import run_in_threadpool
 
+from ragtrace_collector.guard import RequestGuard
 from ragtrace_collector.ingest import IngestPool
 from ragtrace_collector.metrics import Metrics
 from ragtrace_collector.otlp import JSON, OtlpError, encode_response, encode_status, media_type
@@ -107,6 +108,8 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
                 thread.join(1.0)
 
     app = FastAPI(title="ragtrace collector", lifespan=lifespan, docs_url=None, redoc_url=None)
+    # Host, origin and content-type checks and the security headers, for every route (guard.py).
+    app.add_middleware(RequestGuard, settings=settings)
     app.state.settings = settings
     app.state.store = store
     app.state.writer = writer
@@ -165,12 +168,16 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
             store.command("SELECT 1")
             pending = store.pending_migrations()
         except Exception as exc:
-            return JSONResponse({"ready": False, "reason": f"store unreachable: {exc}"[:500]}, status_code=503)
+            # The exception names the store's path or URL (with its password): log it, do not answer it.
+            log.warning("readyz: store unreachable: %s", str(exc)[:500])
+            return JSONResponse({"ready": False, "reason": "store unreachable (the collector's log has the "
+                                                          "error)"}, status_code=503)
         if pending:
             names = ", ".join(f"{m.version:04d}_{m.name}" for m in pending)
             return JSONResponse({"ready": False, "reason": f"migrations not applied: {names}; run "
                                                            "`ragtrace store migrate`"}, status_code=503)
-        return JSONResponse({"ready": True, "store": store.location, "store_up": writer.store_up})
+        # no store location here: a path or URL tells a caller where the data lives (the start-up log has it)
+        return JSONResponse({"ready": True, "store_up": writer.store_up})
 
     @app.get("/metrics")
     def prometheus() -> PlainTextResponse:

@@ -33,6 +33,9 @@ ENV_QUEUE_MAX_BYTES = "RAGTRACE_QUEUE_MAX_BYTES"
 ENV_SHUTDOWN_TIMEOUT = "RAGTRACE_SHUTDOWN_TIMEOUT"
 ENV_AUDIT_EVERY = "RAGTRACE_AUDIT_EVERY"
 ENV_AUDIT_SAMPLE = "RAGTRACE_AUDIT_SAMPLE"
+ENV_AUDIT_LABELLERS = "RAGTRACE_AUDIT_LABELLERS"  # "offline,nli:/models/deberta"
+ENV_ALLOWED_HOSTS = "RAGTRACE_ALLOWED_HOSTS"  # "collector.internal,10.0.0.5" or "*"
+ENV_ADMIN_TOKEN = "RAGTRACE_ADMIN_TOKEN"
 
 DEFAULT_PORT = 4318  # the OTLP/HTTP port
 MiB = 1024 * 1024
@@ -52,6 +55,14 @@ def parse_tokens(text: str) -> dict[str, str]:
             raise ValueError(f"invalid token entry {item!r}: use TOKEN=TENANT, comma-separated")
         out[token] = tenant
     return out
+
+
+def parse_names(text: str) -> tuple[str, ...]:
+    """``"a, b,,c"`` → ``("a", "b", "c")``: a comma-separated list, blanks dropped (none left: ValueError)."""
+    names = tuple(item.strip() for item in text.split(",") if item.strip())
+    if not names:
+        raise ValueError(f"no names in {text!r}: use a comma-separated list")
+    return names
 
 
 def default_spool_dir(store: str) -> Path:
@@ -101,6 +112,17 @@ class CollectorSettings:
     cluster: str = ""
     #: cookie-signing key of the review UI ($RAGTRACE_REVIEW_SECRET, read by the review module)
     review_secret: str = ""
+    #: the labeller names `POST /api/audit` may ask for ($RAGTRACE_AUDIT_LABELLERS); a request names
+    #: one of these or is refused, so what code runs and which URL is called is the operator's choice
+    audit_labellers: tuple[str, ...] = ("offline",)
+    #: Host header values answered ($RAGTRACE_ALLOWED_HOSTS; "*" = any). Empty: the loopback
+    #: names and ``host`` itself. Checked without tokens (a DNS-rebinding page has no token to
+    #: send), and with tokens too when set explicitly.
+    allowed_hosts: tuple[str, ...] = ()
+    #: credential of the reviewer administration API (/api/reviewers) when no tenant tokens are
+    #: configured ($RAGTRACE_ADMIN_TOKEN); unset, that API is closed and reviewers are managed with
+    #: direct store access (`ragtrace reviewers ... --store`)
+    admin_token: str = ""
 
     def __post_init__(self) -> None:
         positive = ("max_body_bytes", "spool_max_bytes", "batch_max_spans", "queue_max_bytes", "audit_sample")
@@ -113,6 +135,12 @@ class CollectorSettings:
             raise ValueError(f"ingest_workers must be >= 0, got {self.ingest_workers}")
         if self.batch_interval <= 0 or self.shutdown_timeout <= 0 or self.audit_every < 0:
             raise ValueError("batch_interval and shutdown_timeout must be > 0 and audit_every >= 0 (seconds)")
+        if not self.audit_labellers or any(not n.strip() or "," in n for n in self.audit_labellers):
+            raise ValueError(f"audit_labellers must name at least one labeller, got {self.audit_labellers!r}: "
+                             "e.g. --audit-labellers offline,nli:/models/deberta")
+        if any(not h.strip() or "/" in h or "," in h for h in self.allowed_hosts):
+            raise ValueError(f"allowed_hosts must be host names or addresses without scheme or path, got "
+                             f"{self.allowed_hosts!r}: e.g. --allowed-hosts collector.internal,10.0.0.5")
 
     @property
     def spool_path(self) -> Path:
@@ -142,6 +170,9 @@ class CollectorSettings:
             "review_secret": ("RAGTRACE_REVIEW_SECRET", str),
             "cluster": ("RAGTRACE_CLUSTER", str),
             "ingest_workers": ("RAGTRACE_INGEST_WORKERS", int),
+            "audit_labellers": (ENV_AUDIT_LABELLERS, parse_names),
+            "allowed_hosts": (ENV_ALLOWED_HOSTS, parse_names),
+            "admin_token": (ENV_ADMIN_TOKEN, str),
         }
         for name, (var, parse) in readers.items():
             raw = env.get(var)

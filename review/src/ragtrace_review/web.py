@@ -32,6 +32,7 @@ from starlette.concurrency import run_in_threadpool
 from ragtrace_review import auth
 from ragtrace_review.calibrate import agreement_report, build_gold, store_gold
 from ragtrace_review.errors import ReviewError
+from ragtrace_review.limits import LoginLimiter
 from ragtrace_review.queues import (
     decided_by,
     enqueue,
@@ -73,6 +74,10 @@ class BearerRequired(Exception):
     pass
 
 
+class AdminClosed(Exception):
+    """The reviewer administration API has no credential configured (no tokens, no admin token)."""
+
+
 def _secret(settings: Any) -> bytes:
     """The cookie-signing key: settings.review_secret, else $RAGTRACE_REVIEW_SECRET, else random.
 
@@ -111,13 +116,16 @@ def _safe_next(target: str | None) -> str:
     return PREFIX + "/"
 
 
-def mount(app: FastAPI, get_store: Callable[..., Store], settings: Any = None) -> APIRouter:
-    """Add the ``/review`` pages to ``app``. ``get_store`` is a FastAPI dependency returning the Store.
+def mount(app: FastAPI, get_store: Callable[..., Store], settings: Any = None, *,
+          login_limiter: LoginLimiter | None = None) -> APIRouter:
+    """Add the ``/review`` pages to ``app``. ``get_store`` is a FastAPI dependency returning the Store;
+    ``login_limiter`` counts failed logins per client (default: `ragtrace_review.limits`' limits).
 
     Returns the router (its ``routes`` list every review route, e.g. for tests).
     """
     secret = _secret(settings)
     env = _templates()
+    limiter = login_limiter or LoginLimiter()
     router = APIRouter(prefix=PREFIX)
     StoreDep = Annotated[Store, Depends(get_store)]
 
@@ -167,6 +175,14 @@ def mount(app: FastAPI, get_store: Callable[..., Store], settings: Any = None) -
 
     @router.post("/login")
     async def login(request: Request, store: StoreDep) -> Response:
+        client = request.client.host if request.client else "-"
+        wait = limiter.retry_after(client)
+        if wait:
+            # checked before the token is even looked at: a guess made while limited tells nothing
+            limited = render("error.html", 429, message=f"Too many failed logins from your address; try again in "
+                             f"{wait} seconds.", reviewer=None, csrf_token=None)
+            limited.headers["Retry-After"] = str(wait)
+            return limited
         form = await request.form()
         sent, token, target = form.get("csrf_token"), form.get("token"), form.get("next")
         cookie = request.cookies.get(LOGIN_COOKIE)
@@ -175,6 +191,7 @@ def mount(app: FastAPI, get_store: Callable[..., Store], settings: Any = None) -
             raise CsrfRejected()
         reviewer = auth.reviewer_for_token(store, token.strip()) if isinstance(token, str) else None
         if reviewer is None:
+            limiter.failed(client)
             return RedirectResponse(f"{PREFIX}/login?error=1&next={_quote(_safe_next(str(target or '')))}",
                                     status_code=303)
         session_id, _ = auth.create_session(store, reviewer)
@@ -343,17 +360,21 @@ def mount(app: FastAPI, get_store: Callable[..., Store], settings: Any = None) -
 
     # --- reviewer administration, for the tenant's operators -------------------------------
     # Outside /review: these are authenticated like the collector's own API, by the tenant tokens of
-    # settings.tokens (without tokens the collector is open and everything is tenant "default"). It
-    # is how reviewers are managed while `ragtrace serve` owns an embedded store.
+    # settings.tokens. Without tenant tokens the rest of the collector is open (tenant "default"),
+    # but creating reviewers hands out login tokens, so this API then takes the operator's admin
+    # token (settings.admin_token, $RAGTRACE_ADMIN_TOKEN) and is closed when none is set. It is how
+    # reviewers are managed while `ragtrace serve` owns an embedded store.
     tokens: dict[str, str] = dict(getattr(settings, "tokens", None) or {})
+    admin_token = str(getattr(settings, "admin_token", "") or "")
+    admins = tokens or ({admin_token: DEFAULT_TENANT} if admin_token else {})
     admin = APIRouter(prefix="/api/reviewers")
 
     def admin_tenant(request: Request) -> str:
-        if not tokens:
-            return DEFAULT_TENANT
+        if not admins:
+            raise AdminClosed()
         scheme, _, sent = request.headers.get("authorization", "").partition(" ")
         found = None
-        for known, tenant in tokens.items():
+        for known, tenant in admins.items():
             if scheme.lower() == "bearer" and hmac.compare_digest(known.encode(), sent.strip().encode()):
                 found = tenant
         if found is None:
@@ -416,6 +437,14 @@ def mount(app: FastAPI, get_store: Callable[..., Store], settings: Any = None) -
         return JSONResponse({"error": "this API call needs 'Authorization: Bearer TOKEN', not a browser session"},
                             status_code=403)
 
+    async def on_admin_closed(request: Request, exc: Exception) -> Response:
+        return JSONResponse({"error": "reviewer administration over HTTP is off: the server has no tenant tokens "
+                                      "and no RAGTRACE_ADMIN_TOKEN. Set RAGTRACE_ADMIN_TOKEN on the server and send "
+                                      "it as --token, or manage reviewers with direct store access "
+                                      "(`ragtrace reviewers ... --store STORE` while the server is stopped)"},
+                            status_code=403)
+
     app.add_exception_handler(CsrfRejected, on_csrf)
     app.add_exception_handler(BearerRequired, on_cookie_write)
+    app.add_exception_handler(AdminClosed, on_admin_closed)
     return router

@@ -12,7 +12,7 @@ import logging
 import signal
 
 from ragtrace_cli.commands.common import STORE_HELP, open_or_report
-from ragtrace_collector.settings import CollectorSettings, parse_tokens
+from ragtrace_collector.settings import CollectorSettings, parse_names, parse_tokens
 from ragtrace_store import parse_duration
 
 log = logging.getLogger("ragtrace.collector")
@@ -27,6 +27,8 @@ def serve_main(argv: list[str]) -> int:
     p.add_argument("--host", help="listen address (default 127.0.0.1; $RAGTRACE_HOST)")
     p.add_argument("--port", type=int, help="listen port (default 4318, the OTLP/HTTP port; $RAGTRACE_PORT)")
     p.add_argument("--tokens", help="bearer tokens: TOKEN=TENANT,... ($RAGTRACE_TOKENS); none = no auth")
+    p.add_argument("--allowed-hosts", help="Host header names served, comma-separated, or '*' "
+                   "($RAGTRACE_ALLOWED_HOSTS; default: loopback names and --host). Set it before exposing the port")
     p.add_argument("--max-body-bytes", type=int, help="largest request body ($RAGTRACE_MAX_BODY_BYTES)")
     p.add_argument("--spool-dir", help="write-ahead spool directory (default: next to the store)")
     p.add_argument("--spool-max-bytes", type=int, help="refuse with 503 beyond this spool size")
@@ -38,6 +40,8 @@ def serve_main(argv: list[str]) -> int:
     p.add_argument("--shutdown-timeout", help="SIGTERM: flush for at most this long (default 10s)")
     p.add_argument("--audit-every", help="run an audit of each tenant every DURATION (e.g. 15m)")
     p.add_argument("--audit-sample", type=int, help="traces per background audit (default 200)")
+    p.add_argument("--audit-labellers", help="labeller names POST /api/audit may ask for, comma-separated "
+                   "($RAGTRACE_AUDIT_LABELLERS; default: offline)")
     p.add_argument("--cluster", help="ClickHouse cluster name: apply the clustered schema ($RAGTRACE_CLUSTER)")
     p.add_argument("--ingest-workers", type=int,
                    help="helper processes that decode and assemble requests (default 0: in this process; "
@@ -53,7 +57,9 @@ def serve_main(argv: list[str]) -> int:
             queue_max_bytes=a.queue_max_bytes,
             shutdown_timeout=parse_duration(a.shutdown_timeout) if a.shutdown_timeout else None,
             audit_every=parse_duration(a.audit_every) if a.audit_every else None, audit_sample=a.audit_sample,
-            cluster=a.cluster, ingest_workers=a.ingest_workers)
+            cluster=a.cluster, ingest_workers=a.ingest_workers,
+            allowed_hosts=parse_names(a.allowed_hosts) if a.allowed_hosts else None,
+            audit_labellers=parse_names(a.audit_labellers) if a.audit_labellers else None)
     except ValueError as exc:
         p.error(str(exc))
     logging.basicConfig(level=a.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -57,9 +57,11 @@ def parse_time(value: datetime | str | None, name: str) -> datetime | None:
         raise AuditError(str(exc)) from None
 
 
-def _factory(make: Callable[[str], Any], name: str) -> Any:
-    """Build a labeller by name. ``py:MODULE:FUNCTION`` calls any importable factory (plug-ins);
-    other names go to the registry (`ragtrace_evaluator.labellers.registry`)."""
+def _factory(make: Callable[[str], Any], name: str, protocol: type) -> Any:
+    """Build a labeller by name. ``py:MODULE:FUNCTION`` calls any importable factory (plug-ins, for
+    the local CLI; `POST /api/audit` accepts only the names its server enables); other names go to
+    the registry (`ragtrace_evaluator.labellers.registry`). What a factory returns must satisfy
+    ``protocol`` (`GroundingLabeller` or `RelevanceLabeller`), or the audit stops before labelling."""
     if name.startswith("py:"):
         module_name, _, func = name[3:].partition(":")
         if not module_name or not func:
@@ -68,11 +70,16 @@ def _factory(make: Callable[[str], Any], name: str) -> Any:
             factory = getattr(importlib.import_module(module_name), func)
         except (ImportError, AttributeError) as exc:
             raise AuditError(f"labeller {name!r}: cannot load {module_name}:{func} ({exc})") from exc
-        return factory("")
-    try:
-        return make(name)
-    except ValueError as exc:  # an unknown name: the registry's message lists the known ones
-        raise AuditError(f"--labeller/--relevance-labeller {name!r}: {exc}") from exc
+        result = factory("")
+    else:
+        try:
+            result = make(name)
+        except ValueError as exc:  # an unknown name: the registry's message lists the known ones
+            raise AuditError(f"--labeller/--relevance-labeller {name!r}: {exc}") from exc
+    if not isinstance(result, protocol):
+        raise AuditError(f"labeller {name!r}: its factory returned {type(result).__name__}, which is not a "
+                         f"{protocol.__name__} (see ragtrace_evaluator.labellers.protocol for the methods it needs)")
+    return result
 
 
 def resolve_labellers(*, stages: str, labeller: str, relevance_labeller: str | None,
@@ -81,11 +88,11 @@ def resolve_labellers(*, stages: str, labeller: str, relevance_labeller: str | N
     if stages not in STAGES:
         raise AuditError(f"--stages {stages!r}: use 'retrieval' or 'all'")
     if stages == "all" and grounding is None:
-        grounding = _factory(make_grounding_labeller, labeller)
+        grounding = _factory(make_grounding_labeller, labeller, GroundingLabeller)
     if stages == "retrieval":
         grounding = None
     if relevance is None and relevance_labeller is not None and relevance_labeller != "none":
-        relevance = _factory(make_relevance_labeller, relevance_labeller)
+        relevance = _factory(make_relevance_labeller, relevance_labeller, RelevanceLabeller)
     return grounding, relevance
 
 
