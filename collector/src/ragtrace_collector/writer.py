@@ -17,6 +17,12 @@ refuses (while others in the batch go in) is data the store cannot take: it is k
 
 Backpressure: rows waiting for the writer are bounded by ``queue_max_bytes`` (429 beyond it);
 the spool is bounded by its own limit (503 beyond it).
+
+Passages: their text is written once per content hash (the cache below skips text the store has)
+with ``last_seen``, which `ragtrace store retention` uses to remove text no kept document uses.
+Every content hash a written document uses renews its passage's ``last_seen`` at most once per
+``passage_refresh`` (one server-side ``INSERT ... SELECT`` per batch, only for hashes not renewed
+recently), whether the request carried the text or only the hash; cache entries expire with it.
 """
 
 from __future__ import annotations
@@ -44,6 +50,13 @@ log = logging.getLogger("ragtrace.collector.writer")
 #: visible to `read_traces`) last.
 TABLE_ORDER = ("passages", "documents", "spans", "gold", "feedback", "reference_answers", "queries")
 _PASSAGE_CACHE = 200_000
+#: how often the ``last_seen`` of a passage in use is renewed, in seconds. `ragtrace store retention`
+#: keeps passage text for its days plus a margin (``PASSAGE_MARGIN_DAYS`` in
+#: `ragtrace_cli.commands.store`) that covers twice this and a span start up to a day ahead.
+PASSAGE_REFRESH_S = 6 * 3600.0
+#: hashes per renewal statement (they travel as one Array(String) parameter)
+_RENEW_CHUNK = 2000
+_TIMES = TIME_COLUMNS | {"last_seen"}
 _LZ4_MAGIC = b"\x04\x22\x4d\x18"  # LZ4 frame magic; an OTLP request never starts with it
 
 
@@ -68,7 +81,8 @@ class _Item:
 class Writer:
     def __init__(self, store: Any, spool: Spool, metrics: Metrics, *, batch_max_spans: int = 8000,
                  batch_interval: float = 0.5, queue_max_bytes: int = 256 * 1024 * 1024,
-                 probe_interval: float = 0.5, probe_max_interval: float = 5.0) -> None:
+                 probe_interval: float = 0.5, probe_max_interval: float = 5.0,
+                 passage_refresh: float = PASSAGE_REFRESH_S) -> None:
         self.store = store
         self.spool = spool
         self.metrics = metrics
@@ -87,6 +101,10 @@ class Writer:
         self._replay_upto = 0
         self._thread: threading.Thread | None = None
         self._passages: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self.passage_refresh = passage_refresh
+        # (tenant, hash) -> ms since the epoch from which the store's row is known to have
+        # last_seen >= that minus `passage_refresh` (oldest first)
+        self._renewed: OrderedDict[tuple[str, str], int] = OrderedDict()
         metrics.gauge("ragtrace_queue_bytes", "decoded rows waiting for the store", lambda: self._held_bytes)
         metrics.gauge("ragtrace_spool_bytes", "bytes in the local spool", spool.total_bytes)
         metrics.gauge("ragtrace_spool_segments", "spool segment files", lambda: len(spool.segments()))
@@ -286,15 +304,16 @@ class Writer:
             t0 = time.perf_counter()
             if tables:  # from the native walk; rows of Python-walked requests join them: one insert
                 if cols[COLUMNS[table][0]]:
-                    tables = [*tables, arrow_table(cols, TIME_COLUMNS)]
+                    tables = [*tables, arrow_table(cols, _TIMES)]
                 n = self.store.insert_arrow(table, tables)
             else:
-                n = self.store.insert_columns(table, cols, TIME_COLUMNS)
+                n = self.store.insert_columns(table, cols, _TIMES)
             self.metrics.inc("ragtrace_store_insert_seconds_sum", time.perf_counter() - t0)
             self.metrics.inc("ragtrace_store_insert_seconds_count")
             self.metrics.inc("ragtrace_rows_written_total", n, table=table)
         self.metrics.inc("ragtrace_batches_total")
         self._remember_passages(passages)
+        self._renew_passages(rows)
 
     @property
     def written_passages(self) -> Mapping[tuple[str, str], int]:
@@ -309,18 +328,68 @@ class Writer:
         keep = [i for i, (t, h, n) in enumerate(zip(src["tenant"], src["content_hash"], src["content_length"],
                                                       strict=True))
                 if abs(known.get((t, h), 0)) < n]
+        # last_seen is the request's receive time (kept on replay), like first_seen
         if len(keep) == len(src["tenant"]):
-            return src
-        return {c: [v[i] for i in keep] for c, v in src.items()}
+            return {**src, "last_seen": src["first_seen"]}
+        out = {c: [v[i] for i in keep] for c, v in src.items()}
+        out["last_seen"] = out["first_seen"]
+        return out
 
     def _remember_passages(self, cols: dict[str, list[Any]]) -> None:
-        cache = self._passages
-        for t, h, n, truncated in zip(cols["tenant"], cols["content_hash"], cols["content_length"],
-                                      cols["truncated"], strict=True):
+        cache, renewed = self._passages, self._renewed
+        for t, h, n, truncated, seen in zip(cols["tenant"], cols["content_hash"], cols["content_length"],
+                                            cols["truncated"], cols["last_seen"], strict=True):
             cache[(t, h)] = -n if truncated else n
             cache.move_to_end((t, h))
+            # A truncated copy loses to a longer one under FINAL, so its last_seen may not be the
+            # row's: only a full copy counts as renewed; a truncated one is renewed by copying.
+            if not truncated and seen > renewed.get((t, h), 0):
+                renewed[(t, h)] = seen
+                renewed.move_to_end((t, h))
         while len(cache) > _PASSAGE_CACHE:
             cache.popitem(last=False)
+
+    def _renew_passages(self, rows: Rows) -> None:
+        """Renew ``last_seen`` of the passages these rows' documents use (see the module doc)."""
+        now = time.time_ns() // 1_000_000
+        cutoff = now - int(self.passage_refresh * 1000)
+        renewed = self._renewed
+        stale: dict[str, list[str]] = {}
+        for tenant, hashes in _document_hashes(rows).items():
+            old = [h for h in hashes if renewed.get((tenant, h), 0) < cutoff]
+            if old:
+                stale[tenant] = old
+        for tenant, hashes in stale.items():
+            for i in range(0, len(hashes), _RENEW_CHUNK):
+                chunk = hashes[i:i + _RENEW_CHUNK]
+                try:
+                    # Copies the row a reader sees (FINAL) with a new last_seen; rows renewed or
+                    # written since the cutoff are left alone, so a hash costs one row per interval.
+                    self.store.command(
+                        f"INSERT INTO {self.store.table('passages')} (tenant, content_hash, content, "
+                        "content_length, truncated, first_seen, last_seen) SELECT tenant, content_hash, content, "
+                        "content_length, truncated, first_seen, fromUnixTimestamp64Milli({now:Int64}, 'UTC') "
+                        f"FROM {self.store.table('passages')} FINAL WHERE tenant = {{tenant:String}} "
+                        "AND content_hash IN {hashes:Array(String)} "
+                        "AND last_seen < fromUnixTimestamp64Milli({cutoff:Int64}, 'UTC')",
+                        {"tenant": tenant, "hashes": chunk, "now": now, "cutoff": cutoff})
+                except Exception as exc:
+                    # The documents are written; a renewal that failed is tried again with the
+                    # next batch that uses these passages (they stay stale here).
+                    log.warning("could not renew passage last_seen (%s); retrying with a later batch", _short(exc))
+                    return
+                for h in chunk:
+                    renewed[(tenant, h)] = now
+                    renewed.move_to_end((tenant, h))
+                self.metrics.inc("ragtrace_passage_renewals_total", len(chunk))
+        # Entries older than the interval are stale anyway; their text-cache entries go with them,
+        # so the cache never skips text whose row retention may have removed in the meantime.
+        while renewed:
+            key, at = next(iter(renewed.items()))
+            if at >= cutoff and len(renewed) <= 2 * _PASSAGE_CACHE:
+                break
+            renewed.popitem(last=False)
+            self._passages.pop(key, None)
 
     # --- outage and replay -----------------------------------------------------------------
     def _probe(self) -> bool:
@@ -333,6 +402,7 @@ class Writer:
     def _go_down(self) -> None:
         self._down = True
         self._passages.clear()  # the store may have lost what we think it has
+        self._renewed.clear()
         self._spill()
 
     def _spill(self) -> None:
@@ -396,6 +466,27 @@ class Writer:
             log.warning("replay interrupted (%s); will retry", _short(exc))
             self._down = True
             return False
+
+
+def _document_hashes(rows: Rows) -> dict[str, list[str]]:
+    """The distinct content hashes of the documents in ``rows``, by tenant (empty hashes left out)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    out: dict[str, set[str]] = {}
+    d = rows.cols["documents"]
+    for tenant, h in zip(d["tenant"], d["content_hash"], strict=True):
+        if h:
+            out.setdefault(tenant, set()).add(h)
+    by_tenant: dict[str, list[Any]] = {}
+    for table in rows.arrow.get("documents", ()):
+        # one table per request, so one tenant per table; the hashes are deduplicated in Arrow
+        if table.num_rows:
+            by_tenant.setdefault(table.column("tenant")[0].as_py(), []).append(table.column("content_hash"))
+    for tenant, columns in by_tenant.items():
+        unique = pc.unique(pa.chunked_array([c for col in columns for c in col.chunks], type=pa.string()))
+        out.setdefault(tenant, set()).update(h for h in unique.to_pylist() if h)
+    return {tenant: list(hashes) for tenant, hashes in out.items()}
 
 
 def _short(exc: BaseException) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ragtrace_cli.commands.common import STORE_HELP, open_or_report
+from ragtrace_cli.commands.common import EXIT_STORE, STORE_HELP, open_or_report
 from ragtrace_store import Store, load_migrations
 
 
@@ -77,23 +77,45 @@ def store_main(argv: list[str]) -> int:
             return 0
         if a.days < 0:
             p.error("--days must be >= 0")
+        pending = [f"{x.version:04d}_{x.name}" for x in store.pending_migrations()]
+        if pending:
+            print(f"ragtrace store retention: the store {store.location} lacks migrations {', '.join(pending)}: "
+                  f"run `ragtrace store migrate --store {store.location}` first", file=sys.stderr)
+            return EXIT_STORE
         return _retention(store, a.days)
 
 
 # Traffic ages out; gold, reference answers and reviews are curated labels and are kept.
 _RETENTION = {"spans": "start_time", "queries": "start_time", "documents": "start_time", "feedback": "added_at",
               "labels": "trace_time"}
+#: Passage text outlives the last document using it by at most this many days. A document is kept
+#: until its start time + DAYS; its passage's last_seen is renewed at most every 6 hours (so it is
+#: at most 12 hours behind the document's arrival) and a start time may lie up to a day ahead of
+#: its arrival (the collector clamps it): 2 days cover both.
+PASSAGE_MARGIN_DAYS = 2
+_PASSAGE_SCHEMA = 6  # migration 0006 added passages.last_seen
 
 
 def _retention(store: Store, days: int) -> int:
-    for table, column in _RETENTION.items():
+    ttl: dict[str, str] = {table: f"toDateTime({column}) + INTERVAL {int(days)} DAY"
+                           for table, column in _RETENTION.items()}
+    if days:
+        # Passages have no trace time: they go when no document has used them for DAYS (+ margin).
+        # Rows from before migration 0006 have no real last_seen; they count as seen when it was
+        # applied (the first time: rows written since then carry a real last_seen), so the text of
+        # traces that are still kept is never taken away by an upgrade.
+        since = store.query_rows(f"SELECT min(applied_at) FROM {store.table('schema_migrations')} "
+                                 "WHERE version = {v:UInt32}", {"v": _PASSAGE_SCHEMA})[0][0]
+        since_ms = int(since.timestamp() * 1000)
+        ttl["passages"] = (f"toDateTime(greatest(last_seen, fromUnixTimestamp64Milli(toInt64({since_ms}), 'UTC'))) "
+                           f"+ INTERVAL {int(days) + PASSAGE_MARGIN_DAYS} DAY")
+    else:
+        ttl["passages"] = ""
+    for table, expr in ttl.items():
         # on a cluster the TTL belongs to the replicated local tables, on every node
         target = (f"{store.table(table + '_local')} ON CLUSTER '{store.cluster}'"
                   if store.variant == "cluster" else store.table(table))
-        if days:
-            sql = f"ALTER TABLE {target} MODIFY TTL toDateTime({column}) + INTERVAL {int(days)} DAY"
-        else:
-            sql = f"ALTER TABLE {target} REMOVE TTL"
+        sql = f"ALTER TABLE {target} " + (f"MODIFY TTL {expr}" if days else "REMOVE TTL")
         try:
             store.command(sql)
         except Exception as exc:
@@ -101,5 +123,6 @@ def _retention(store: Store, days: int) -> int:
                 continue  # no TTL to remove
             print(f"ragtrace store retention: {table}: {exc}", file=sys.stderr)
             return 1
-    print(f"retention set to {days} day(s)" if days else "retention removed (keep forever)")
+    print(f"retention set to {days} day(s); passage text no kept document uses goes after "
+          f"{days + PASSAGE_MARGIN_DAYS} day(s)" if days else "retention removed (keep forever)")
     return 0

@@ -1,0 +1,12 @@
+-- ragtrace store, version 6: when each passage's text was last used, so `ragtrace store retention`
+-- can remove the text no kept document uses. Passages are shared by every trace that retrieves
+-- them and have no trace time of their own: without this, retention removed traces and kept their
+-- text forever.
+-- The collector writes last_seen with every passage row it writes and renews it, at most once per
+-- passage per renewal interval, for every passage a newly written document uses, text or hash only
+-- (ragtrace_collector.writer). Rows written before this migration read their first_seen;
+-- retention counts them as seen when this migration was applied (schema_migrations.applied_at),
+-- so an upgrade never makes the text of a kept trace look unused.
+-- The clustered variant is generated from this file by ragtrace_store.migrations (the ALTER goes to
+-- `passages_local ON CLUSTER` and to the Distributed `passages`).
+ALTER TABLE {db}.passages ADD COLUMN IF NOT EXISTS last_seen DateTime64(3, 'UTC') DEFAULT first_seen
