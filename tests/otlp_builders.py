@@ -75,13 +75,16 @@ class SpanSpec:
     parent: str = ""
     start_ns: int = 0
     end_ns: int = 0
+    #: what the sender's SDK says it dropped (OTLP ``dropped_attributes_count``)
+    dropped: int = 0
 
     def message(self) -> Span:
         start = self.start_ns or time.time_ns()
         return Span(trace_id=bytes.fromhex(self.trace_id), span_id=bytes.fromhex(self.span_id),
                     parent_span_id=bytes.fromhex(self.parent) if self.parent else b"", name=self.name,
                     kind=Span.SPAN_KIND_INTERNAL, start_time_unix_nano=start,
-                    end_time_unix_nano=self.end_ns or start + 5_000_000, attributes=kvs(self.attrs))
+                    end_time_unix_nano=self.end_ns or start + 5_000_000, attributes=kvs(self.attrs),
+                    dropped_attributes_count=self.dropped)
 
 
 @dataclass

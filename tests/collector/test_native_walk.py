@@ -68,8 +68,8 @@ def assert_same_rows(req: ExportTraceServiceRequest, written: Mapping[tuple[str,
             assert len(ev) == len(gv), (table, col, ev, gv)
             for i, (x, y) in enumerate(zip(ev, gv, strict=True)):
                 assert _same(x, y), (table, col, i, x, y)
-    assert (got.spans, got.rejected, got.messages, got.nbytes) == (
-        expected.spans, expected.rejected, expected.messages, expected.nbytes)
+    assert (got.spans, got.rejected, got.messages, got.nbytes, got.dropped_attribute_spans) == (
+        expected.spans, expected.rejected, expected.messages, expected.nbytes, expected.dropped_attribute_spans)
     return got
 
 
@@ -218,7 +218,10 @@ _other = st.fixed_dictionaries({}, optional={
     sc.CONTENT_MODE: st.sampled_from(["truncate:10", "full", "hash"]),
     sc.ANNOTATES_TRACE_ID: st.sampled_from(["ab" * 16, "xyz"]), sc.ANNOTATION_KIND: st.sampled_from(["gold", "x"]),
     sc.GOLD_DOCUMENT_IDS: st.lists(st.sampled_from(["d1", "d2"]), max_size=2),
-    sc.INPUT_VALUE: st.text(max_size=10), sc.OUTPUT_VALUE: _values})
+    sc.INPUT_VALUE: st.text(max_size=10), sc.OUTPUT_VALUE: _values,
+    # what non-SDK clients send: query ids in metadata or a session, GenAI operation names
+    sc.METADATA: st.sampled_from(['{"query_id": "q3"}', '{"query_id": 7}', "{bad", '["x"]']),
+    sc.SESSION_ID: st.sampled_from(["s1", ""]), sc.GEN_AI_OPERATION_NAME: st.sampled_from(["retrieval", "chat", 5])})
 
 
 @st.composite
@@ -236,7 +239,8 @@ def _requests(draw: st.DrawFn) -> ExportTraceServiceRequest:
                 s = ss.spans.add(trace_id=trace, span_id=span, name="s",
                                  parent_span_id=draw(st.sampled_from([b"", b"\x09" * 8])),
                                  start_time_unix_nano=draw(st.sampled_from([0, NOW * 1_000_000])),
-                                 end_time_unix_nano=NOW * 1_000_000 + 1)
+                                 end_time_unix_nano=NOW * 1_000_000 + 1,
+                                 dropped_attributes_count=draw(st.sampled_from([0, 0, 3, 2**32 - 1])))
                 attrs = list(draw(_other).items()) + draw(st.lists(_doc_attr(), max_size=14))
                 attrs = draw(st.permutations(attrs))
                 s.attributes.extend(kv for k, v in attrs for kv in T.kvs({k: v}))

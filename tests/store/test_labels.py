@@ -23,6 +23,7 @@ from ragtrace_store import (
     FAILURE_MODES,
     GENERATION_VERDICTS,
     LABEL_COLUMNS,
+    OUTCOMES,
     FailureMode,
     GenerationVerdict,
     LabelError,
@@ -59,7 +60,9 @@ def _record(**changes: Any) -> dict[str, Any]:
 # --- names ---------------------------------------------------------------------------------------------
 def test_names_and_precedence_are_the_wire_values() -> None:
     assert FAILURE_MODES == ("retrieval_gap", "rank_inversion", "under_use", "fabrication", "ok")
-    assert tuple(FailureMode) == FAILURE_MODES  # the enum's order is the documented precedence
+    # the enum's order is the documented precedence; incomplete is an outcome, last and not a mode
+    assert tuple(FailureMode)[:-1] == FAILURE_MODES and FailureMode.INCOMPLETE == tuple(FailureMode)[-1]
+    assert OUTCOMES == (*FAILURE_MODES, "incomplete")
     assert CLAIM_VERDICTS == ("entailed", "neutral", "contradicted")
     assert GENERATION_VERDICTS[:3] == CLAIM_VERDICTS and GENERATION_VERDICTS[3] == "abstained"
     assert all(type(m) is str for m in FAILURE_MODES)  # plain strings: safe as dict keys for orjson
@@ -75,7 +78,7 @@ def test_files_written_by_the_audit_read_back_byte_for_byte(tmp_path: Path) -> N
     write_label_lines(out, records)
     assert out.read_bytes() == DATA.read_bytes()
     # what the file covers
-    assert {r.failure_mode for r in records} == set(FailureMode)
+    assert {r.failure_mode for r in records} == set(FailureMode) - {FailureMode.INCOMPLETE}
     assert any(r.generation is None for r in records) and any(r.score_basis == "reference" for r in records)
     assert any(not line.isascii() for line in LINES)  # written with ensure_ascii=False
     assert any(r.gold_in_pool is None for r in records)
@@ -276,12 +279,21 @@ def test_the_audit_uses_the_contract() -> None:
     assert tuple(report["failure_modes"]) == FAILURE_MODES
 
 
-@pytest.mark.parametrize("mode", list(FailureMode))
-def test_compare_reads_every_mode(mode: FailureMode) -> None:
+@pytest.mark.parametrize("mode", FAILURE_MODES)
+def test_compare_reads_every_mode(mode: str) -> None:
     from ragtrace_evaluator.compare.records import parse_record
 
-    lab = parse_record(_record(failure_mode=mode.value))
+    lab = parse_record(_record(failure_mode=mode))
     assert lab.trace_id == "golden-ok" and lab.verdict == "entailed"
+
+
+def test_compare_reads_an_incomplete_record_as_its_own_outcome() -> None:
+    from ragtrace_evaluator.compare.records import INCOMPLETE, parse_record
+
+    rec = LabelRecord.incomplete(trace_id="t", query_id="q", release="r", service="s", manifest_id="m",
+                                 reasons=["missing_stage: no generation span"])
+    lab = parse_record(rec.to_json())
+    assert lab.failure_mode == INCOMPLETE and lab.verdict is None and lab.gold_in_context is None
 
 
 @pytest.mark.parametrize("verdict", list(GenerationVerdict))
@@ -314,7 +326,7 @@ def test_review_queues_every_mode_and_accepts_every_name(chdb_store: Any) -> Non
     res = queues.enqueue(chdb_store, "modes", recs, per_mode=5, reviewers=1, tenant=tenant)
     assert set(res.added) == {f"mode:{m}" for m in FAILURE_MODES}
     items = queues.list_items(chdb_store, tenant=tenant, queue="modes")
-    assert {it.record.failure_mode for it in items} == set(FailureMode)
+    assert {it.record.failure_mode for it in items} == set(FAILURE_MODES)
     reviewer, _token = auth.add_reviewer(chdb_store, "rev", tenant=tenant)
     for mode in FAILURE_MODES:
         trace_id = queues.next_item(chdb_store, reviewer, "modes")
@@ -344,3 +356,40 @@ def test_the_demo_reads_through_the_contract() -> None:
     check = faults.check_labels(records, [base], _Corpus())  # type: ignore[arg-type]
     assert check["clean"]["n"] == len(_Corpus.questions) == 1
     assert check == faults.check_labels([r.to_json() for r in records], [base], _Corpus())  # type: ignore[arg-type]
+
+
+# --- incomplete traces: their own outcome -------------------------------------------------------------
+def test_an_incomplete_record_says_why_and_guesses_nothing(chdb_store: Any, tmp_path: Path) -> None:
+    reasons = ("dropped_attributes: span 'retrieve' (RETRIEVER) lost 72 attributes",
+               "document_holes: span 'retrieve' has 64 retrieved documents at ranks 36..99 (36 missing)")
+    rec = LabelRecord.incomplete(trace_id="t-inc", query_id="q1", release="r1", service="svc", manifest_id="m",
+                                 reasons=reasons, n_gold=1, gold_source="qrels")
+    assert rec.is_incomplete and rec.failure_mode == "incomplete" and rec.incomplete_reasons == reasons
+    assert (rec.gold_in_pool, rec.gold_in_context, rec.ranking.ok, rec.generation) == (None, None, None, None)
+    assert (rec.passed, rec.score, rec.confidence, rec.metrics) == (False, None, None, {})
+    obj = rec.to_json()
+    assert obj["incomplete_reasons"] == list(reasons) and obj["failure_mode"] == "incomplete"
+    assert LabelRecord.from_json(json.loads(rec.to_json_line())) == rec
+    # through a file and the labels table
+    path = tmp_path / "inc.jsonl"
+    write_label_lines(path, [rec, *_records()[:2]])
+    assert read_label_lines(path)[0] == rec
+    tenant = _tenant()
+    write_labels(chdb_store, [rec], tenant=tenant, trace_times={"t-inc": datetime.now(UTC)})
+    (back,) = read_labels(chdb_store, tenant=tenant)
+    assert back == rec
+    # complete records keep their bytes: no new key
+    assert all("incomplete_reasons" not in json.loads(line) for line in LINES)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"incomplete_reasons": []}, "needs its incomplete_reasons"),
+    ({"incomplete_reasons": "lost"}, "'incomplete_reasons' must be a list of non-empty strings"),
+    ({"incomplete_reasons": [""]}, "'incomplete_reasons' must be a list of non-empty strings"),
+    ({"failure_mode": "ok"}, "only an incomplete record has them"),
+])
+def test_incomplete_records_are_validated(change: dict[str, Any], message: str) -> None:
+    rec = LabelRecord.incomplete(trace_id="t", query_id="", release="r", service="s", manifest_id="m",
+                                 reasons=["missing_stage: x"])
+    with pytest.raises(LabelError, match=message):
+        LabelRecord.from_json({**rec.to_json(), **change})

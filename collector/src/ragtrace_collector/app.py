@@ -187,15 +187,18 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
     @app.get("/api/traces")
     def list_traces(tenant: TenantDep, release: str | None = None, service: str | None = None,
                     since: datetime | None = None, until: datetime | None = None,
-                    limit: Annotated[int, Query(ge=1, le=100_000)] = 100, content: bool = False) -> Response:
+                    limit: Annotated[int, Query(ge=1, le=100_000)] = 100, content: bool = False,
+                    include_all: Annotated[bool, Query(alias="all")] = False) -> Response:
+        # all=true: also the roots that are not queries (`ragtrace_store.traces.query_condition`)
         records = store.read_traces(tenant=tenant, release=release, service=service, since=since, until=until,
-                                    limit=limit, with_content=content)
+                                    limit=limit, with_content=content, include_all=include_all)
         body = b"".join(orjson.dumps(r.as_json(with_content=content)) + b"\n" for r in records)
         return Response(body, media_type="application/x-ndjson")
 
     @app.get("/api/traces/{trace_id}")
     def get_trace(trace_id: str, tenant: TenantDep) -> Response:
-        found = list(store.read_traces(tenant=tenant, trace_ids=[trace_id.lower()], with_content=True))
+        found = list(store.read_traces(tenant=tenant, trace_ids=[trace_id.lower()], with_content=True,
+                                       include_all=True))
         if not found:
             return JSONResponse({"error": f"no trace {trace_id} (or its root span has not arrived yet)"},
                                 status_code=404)
@@ -217,6 +220,8 @@ def _ingest(writer: Writer, pool: IngestPool, settings: CollectorSettings, body:
     metrics.inc("ragtrace_spans_received_total", rows.spans)
     if rows.rejected:
         metrics.inc("ragtrace_spans_rejected_total", rows.rejected)
+    if rows.dropped_attribute_spans:
+        metrics.inc("ragtrace_spans_dropped_attributes_total", rows.dropped_attribute_spans)
     return rows.rejected, rows.error_message()
 
 

@@ -12,6 +12,8 @@ _HELP = {
     "ragtrace_requests_total": ("counter", "OTLP export requests by HTTP status"),
     "ragtrace_spans_received_total": ("counter", "spans accepted and acknowledged"),
     "ragtrace_spans_rejected_total": ("counter", "spans refused (reported in partial_success)"),
+    "ragtrace_spans_dropped_attributes_total": ("counter", "spans whose sender dropped attributes "
+                                                "(dropped_attributes_count > 0): their traces read as incomplete"),
     "ragtrace_rows_written_total": ("counter", "rows inserted into the store, by table"),
     "ragtrace_batches_total": ("counter", "store batches written"),
     "ragtrace_batch_failures_total": ("counter", "store batch inserts that failed (retried or spooled)"),

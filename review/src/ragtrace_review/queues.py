@@ -222,7 +222,8 @@ def enqueue(
         records = [_as_record(r, i) for i, r in enumerate(labels)]
         if manifest_id is not None:
             records = [r for r in records if r.manifest_id == manifest_id]
-    by_trace = {r.trace_id: r for r in records}
+    # an incomplete trace has no label to confirm or correct (its outcome is not a failure mode)
+    by_trace = {r.trace_id: r for r in records if not r.is_incomplete}
 
     existing = {it.trace_id: it for it in list_items(store, tenant=tenant, queue=queue)}
     others = _other_manifest_modes(store, tenant, list(by_trace), {r.manifest_id for r in records})

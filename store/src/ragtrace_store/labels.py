@@ -19,6 +19,13 @@ The primary failure mode of a query is the first that applies, in this precedenc
 4. ``fabrication``    — claims supported by no supplied passage;
 5. ``ok``.
 
+Beside the modes, one outcome is not a failure mode: ``incomplete`` (`FailureMode.INCOMPLETE`,
+not in `FAILURE_MODES`), a trace that lost attributes or a stage on its way (`TraceRecord.complete`
+is False), whose pool, order, context or answer would be a guess. Its record says why in
+``incomplete_reasons`` and knows nothing else: every boundary label is None (unknown), there is no
+generation label, ``pass`` is false and ``score`` None. Records written before this outcome
+existed read unchanged (they have no ``incomplete_reasons`` key).
+
 Bad input raises `LabelError` (a `StoreError` and a `ValueError`) naming where, the field and
 what to fix. ``None`` always means unknown or undefined, never False or 0.
 """
@@ -48,6 +55,7 @@ __all__ = [
     "GOLD_SOURCES",
     "LABEL_COLUMNS",
     "METRIC_NAMES",
+    "OUTCOMES",
     "SCORE_BASES",
     "ClaimRecord",
     "ClaimVerdict",
@@ -81,6 +89,9 @@ class FailureMode(StrEnum):
     UNDER_USE = "under_use"
     FABRICATION = "fabrication"
     OK = "ok"
+    #: not a failure mode: the outcome of a trace too incomplete to label (module docstring); last,
+    #: and outside `FAILURE_MODES`
+    INCOMPLETE = "incomplete"
 
 
 class ClaimVerdict(StrEnum):
@@ -117,8 +128,10 @@ class ScoreBasis(StrEnum):
 
 
 # The names as plain strings (safe as dict keys for every JSON encoder), in declaration order.
-#: failure modes, in precedence order
-FAILURE_MODES: Final[tuple[str, ...]] = tuple(m.value for m in FailureMode)
+#: failure modes, in precedence order (``incomplete`` is an outcome, not a mode: see `OUTCOMES`)
+FAILURE_MODES: Final[tuple[str, ...]] = tuple(m.value for m in FailureMode if m is not FailureMode.INCOMPLETE)
+#: every value of a record's ``failure_mode``: the failure modes, then ``incomplete``
+OUTCOMES: Final[tuple[str, ...]] = (*FAILURE_MODES, FailureMode.INCOMPLETE.value)
 CLAIM_VERDICTS: Final[tuple[str, ...]] = tuple(v.value for v in ClaimVerdict)
 GENERATION_VERDICTS: Final[tuple[str, ...]] = tuple(v.value for v in GenerationVerdict)
 GOLD_SOURCES: Final[tuple[str, ...]] = tuple(s.value for s in GoldSource)
@@ -304,8 +317,9 @@ class GenerationRecord:
 _TOP_REQUIRED = ("trace_id", "query_id", "release", "service", "manifest_id", "failure_mode", "retrieval", "ranking",
                  "generation", "metrics", "pass", "score", "confidence")
 # gold_in_pool/gold_in_context: at the top level or under "retrieval" (the top level wins);
-# score_basis was added with formula version 2, so older files lack it
-_TOP_OPTIONAL = ("gold_in_pool", "gold_in_context", "score_basis")
+# score_basis was added with formula version 2, so older files lack it; incomplete_reasons only
+# appears in records of incomplete traces
+_TOP_OPTIONAL = ("gold_in_pool", "gold_in_context", "score_basis", "incomplete_reasons")
 _KNOWN_TOP = frozenset((*_TOP_REQUIRED, *_TOP_OPTIONAL))
 
 
@@ -340,10 +354,18 @@ class LabelRecord:
     metrics: Mapping[str, float | bool | None] = field(default_factory=dict, hash=False)
     score_basis: ScoreBasis | None = None
     extra: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    #: why the trace is incomplete (``"<reason>: <detail>"``, `TraceRecord.incomplete_reasons`);
+    #: non-empty exactly when ``failure_mode`` is ``incomplete``
+    incomplete_reasons: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "failure_mode", _enum(FailureMode, self.failure_mode, "label record",
                                                        "failure_mode"))
+        object.__setattr__(self, "incomplete_reasons", tuple(self.incomplete_reasons))
+        if (self.failure_mode is FailureMode.INCOMPLETE) != bool(self.incomplete_reasons):
+            _fail(f"label record trace_id={self.trace_id}",
+                  "an incomplete record (failure_mode 'incomplete') needs its incomplete_reasons, and only an "
+                  "incomplete record has them")
         if self.score_basis is not None:
             object.__setattr__(self, "score_basis", _enum(ScoreBasis, self.score_basis, "label record",
                                                           "score_basis"))
@@ -352,6 +374,21 @@ class LabelRecord:
         if clash:
             _fail("label record", f"extra keys {clash} are fields of the record; set the fields instead")
         object.__setattr__(self, "extra", dict(self.extra))
+
+    @classmethod
+    def incomplete(cls, *, trace_id: str, query_id: str, release: str, service: str, manifest_id: str,
+                   reasons: Sequence[str], n_gold: int = 0,
+                   gold_source: GoldSource | str = "none") -> LabelRecord:
+        """The record of a trace too incomplete to label: its reasons, and nothing guessed."""
+        return cls(trace_id=trace_id, query_id=query_id, release=release, service=service,
+                   manifest_id=manifest_id, failure_mode=FailureMode.INCOMPLETE,
+                   retrieval=RetrievalRecord(None, None, n_gold, GoldSource(gold_source)),
+                   ranking=RankingRecord(None, None, None), generation=None, passed=False, score=None,
+                   confidence=None, incomplete_reasons=tuple(reasons))
+
+    @property
+    def is_incomplete(self) -> bool:
+        return self.failure_mode is FailureMode.INCOMPLETE
 
     @property
     def gold_in_pool(self) -> bool | None:
@@ -382,6 +419,8 @@ class LabelRecord:
             "score_basis": None if self.score_basis is None else self.score_basis.value,
             "confidence": self.confidence,
         }
+        if self.incomplete_reasons:  # only then: complete records keep the bytes they always had
+            out["incomplete_reasons"] = list(self.incomplete_reasons)
         out.update(self.extra)
         return out
 
@@ -423,6 +462,9 @@ class LabelRecord:
         metrics_raw = _obj(rec["metrics"], where, "metrics")
         metrics = {str(k): _metric(v, where, f"metrics.{k}") for k, v in metrics_raw.items()}
         basis = rec.get("score_basis")
+        reasons = rec.get("incomplete_reasons", [])
+        if not isinstance(reasons, list) or not all(isinstance(x, str) and x for x in reasons):
+            _fail(where, f"'incomplete_reasons' must be a list of non-empty strings, got {reasons!r}")
         return cls(
             trace_id=_str(rec["trace_id"], where, "trace_id", required=True),
             query_id=_str(rec["query_id"], where, "query_id"),

@@ -12,7 +12,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ragtrace_evaluator.audit.failure_modes import contingency
-from ragtrace_store import FAILURE_MODES
+from ragtrace_store import FAILURE_MODES, FailureMode
+
+INCOMPLETE = FailureMode.INCOMPLETE.value
 
 Z95 = 1.959963984540054
 
@@ -47,9 +49,25 @@ def _bool_rate(records: Sequence[Mapping[str, Any]], get: Callable[[Mapping[str,
     return out
 
 
+def _incomplete(records: Sequence[Mapping[str, Any]], n: int) -> dict[str, Any]:
+    """How many traces were too incomplete to label, by reason code, with some of their ids."""
+    bad = [r for r in records if r["failure_mode"] == INCOMPLETE]
+    reasons: dict[str, int] = {}
+    for r in bad:
+        for code in dict.fromkeys(str(x).split(":", 1)[0] for x in r.get("incomplete_reasons") or ()):
+            reasons[code] = reasons.get(code, 0) + 1
+    return {**rate(len(bad), n), "reasons": dict(sorted(reasons.items())),
+            "trace_ids": [r["trace_id"] for r in bad[:20]]}
+
+
 def summarise(records: Sequence[Mapping[str, Any]], *, manifest: dict[str, Any], manifest_id: str) -> dict[str, Any]:
+    """The summary of per-trace records (JSON objects of `ragtrace_store.LabelRecord`). Incomplete
+    traces are their own outcome (``incomplete``): counted over all records, left out of the
+    failure modes (whose rates are over the complete traces) and of every other figure."""
     n = len(records)
-    modes = {m: rate(sum(1 for r in records if r["failure_mode"] == m), n) for m in FAILURE_MODES}
+    incomplete = _incomplete(records, n)
+    records = [r for r in records if r["failure_mode"] != INCOMPLETE]
+    modes = {m: rate(sum(1 for r in records if r["failure_mode"] == m), len(records)) for m in FAILURE_MODES}
     gens = [r["generation"] for r in records if r.get("generation")]
     abstained = [g for g in gens if g.get("abstained")]
     justified = sum(1 for g in abstained if g.get("refusal_justified") is True)
@@ -94,6 +112,7 @@ def summarise(records: Sequence[Mapping[str, Any]], *, manifest: dict[str, Any],
         "manifest_id": manifest_id,
         "manifest": manifest,
         "failure_modes": modes,
+        "incomplete": incomplete,
         "contingency": contingency(records),
         "metrics": metrics,
         "abstention": {

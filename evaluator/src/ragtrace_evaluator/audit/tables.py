@@ -33,6 +33,12 @@ def print_report(report: dict[str, Any], console: Console | None = None) -> None
     for mode, r in report["failure_modes"].items():
         modes.add_row(mode, str(r["count"]), _pct(r["rate"]), _ci(r["ci95"]))
     con.print(modes)
+    inc = report.get("incomplete")
+    if inc and inc["count"]:
+        reasons = ", ".join(f"{k} {v}" for k, v in inc["reasons"].items())
+        con.print(f"[bold]incomplete[/bold]: {inc['count']} of {inc['n']} traces ({_pct(inc['rate'])}) lost "
+                  f"attributes or a stage and were not labelled ({reasons}); the modes above are over the rest. "
+                  "See `ragtrace traces show TRACE_ID` for the reasons.")
 
     cont = report["contingency"]
     table = Table(title=f"Contingency: gold in pool × gold in context × generation (n={cont['n']})")
