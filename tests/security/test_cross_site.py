@@ -35,15 +35,14 @@ def test_the_default_listen_address_is_loopback() -> None:
 
 
 def test_dns_rebinding_gets_nothing(chdb_store: Any, tmp_path: Path) -> None:
-    with running(chdb_store, str(tmp_path / "spool"), admin_token="adm") as (url, app):
+    with running(chdb_store, str(tmp_path / "spool")) as (url, app):
         assert _trace(url).status_code == 200
         assert app.state.writer.flush(30)
         rebound = {"host": "attacker.example"}
         listed = httpx.get(f"{url}/api/traces", headers=rebound)
         assert listed.status_code == 400 and "--allowed-hosts" in listed.json()["error"]
         assert b"trace_id" not in listed.content
-        made = httpx.post(f"{url}/api/reviewers", json={"name": "rebound"},
-                          headers={**rebound, "authorization": "Bearer adm"})
+        made = httpx.post(f"{url}/api/reviewers", json={"name": "rebound"}, headers=rebound)
         assert made.status_code == 400 and "token" not in made.json()
         assert httpx.post(f"{url}/v1/traces", content=b"", headers={**PB, **rebound}).status_code == 400
         assert httpx.get(f"{url}/review/login", headers=rebound).status_code == 400
@@ -74,10 +73,9 @@ def test_allowed_hosts_are_configurable(chdb_store: Any, tmp_path: Path) -> None
     {"sec-fetch-site": "same-site"},
 ])
 def test_cross_origin_writes_are_refused(chdb_store: Any, tmp_path: Path, headers: dict[str, str]) -> None:
-    with running(chdb_store, str(tmp_path / "spool"), admin_token="adm") as (url, _):
+    with running(chdb_store, str(tmp_path / "spool")) as (url, _):
         audit = httpx.post(f"{url}/api/audit", json={"stages": "retrieval"}, headers=headers)
-        made = httpx.post(f"{url}/api/reviewers", json={"name": "crossed"},
-                          headers={**headers, "authorization": "Bearer adm"})
+        made = httpx.post(f"{url}/api/reviewers", json={"name": "crossed"}, headers=headers)
         otlp = _trace(url, headers)
         login = httpx.post(f"{url}/review/login", data={"token": "x", "csrf_token": "y"}, headers=headers)
         read = httpx.get(f"{url}/api/traces", headers=headers)  # reads need no Origin check
@@ -100,15 +98,15 @@ def test_same_origin_and_scripts_are_served(chdb_store: Any, tmp_path: Path) -> 
 def test_json_apis_take_only_json(chdb_store: Any, tmp_path: Path) -> None:
     name = f"plain-{uuid.uuid4().hex[:6]}"
     body = orjson.dumps({"name": name})
-    with running(chdb_store, str(tmp_path / "spool"), admin_token="adm") as (url, _):
+    with running(chdb_store, str(tmp_path / "spool")) as (url, _):
         for ctype in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", ""):
-            made = httpx.post(f"{url}/api/reviewers", content=body,
-                              headers={"content-type": ctype, "authorization": "Bearer adm"})
+            made = httpx.post(f"{url}/api/reviewers", content=body, headers={"content-type": ctype})
             assert made.status_code == 415 and "application/json" in made.json()["error"], ctype
             audit = httpx.post(f"{url}/api/audit", content=b'{"stages": "retrieval"}', headers={"content-type": ctype})
             assert audit.status_code == 415, ctype
         enq = httpx.post(f"{url}/review/api/queues/q/enqueue", content=b"{}", headers={"content-type": "text/plain"})
         assert enq.status_code == 415
+    with running(chdb_store, str(tmp_path / "spool2"), admin_token="adm") as (url, _):
         ok = httpx.post(f"{url}/api/reviewers", content=body,
                         headers={"content-type": "application/json; charset=utf-8", "authorization": "Bearer adm"})
         assert ok.status_code == 200

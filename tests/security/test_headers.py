@@ -29,7 +29,6 @@ def _every_kind_of_response(url: str, auth_header: dict[str, str]) -> dict[str, 
         "otlp-refused": httpx.post(f"{url}/v1/traces", content=b"x", headers={"content-type": "text/plain"}),
         "traces": httpx.get(f"{url}/api/traces", headers=auth_header),
         "trace-404": httpx.get(f"{url}/api/traces/{'0' * 32}", headers=auth_header),
-        "unauthorised": httpx.get(f"{url}/api/traces"),
         "healthz": httpx.get(f"{url}/healthz"),
         "readyz": httpx.get(f"{url}/readyz", headers=auth_header),
         "metrics": httpx.get(f"{url}/metrics", headers=auth_header),
@@ -43,9 +42,10 @@ def _every_kind_of_response(url: str, auth_header: dict[str, str]) -> dict[str, 
 
 
 def test_every_response_carries_the_security_headers(chdb_store: Any, tmp_path: Path) -> None:
-    with running(chdb_store, str(tmp_path / "spool"), tokens={"tok": f"h-{uuid.uuid4().hex[:6]}"},
-                 allowed_hosts=("127.0.0.1",)) as (url, _):
-        responses = _every_kind_of_response(url, {"authorization": "Bearer tok"})
+    with running(chdb_store, str(tmp_path / "spool")) as (url, _):
+        responses = _every_kind_of_response(url, {})
+    with running(chdb_store, str(tmp_path / "spool2"), tokens={"tok": f"h-{uuid.uuid4().hex[:6]}"}) as (url, _):
+        responses["unauthorised"] = httpx.get(f"{url}/api/traces")
     assert responses["static"].status_code == 200 and responses["login-page"].status_code == 200
     for name, r in responses.items():
         assert r.headers.get("x-content-type-options") == "nosniff", name
@@ -59,16 +59,19 @@ def test_every_response_carries_the_security_headers(chdb_store: Any, tmp_path: 
 
 
 def test_deployment_routes_need_a_credential_when_tokens_are_configured(chdb_store: Any, tmp_path: Path) -> None:
-    with running(chdb_store, str(tmp_path / "spool"), tokens={"tok": "a", "tok2": "b"},
-                 admin_token="adm") as (url, _):
-        for path in ("/openapi.json", "/metrics", "/readyz"):
+    paths = ("/openapi.json", "/metrics", "/readyz")
+    with running(chdb_store, str(tmp_path / "spool"), tokens={"tok": "a", "tok2": "b"}) as (url, _):
+        for path in paths:
             anonymous = httpx.get(f"{url}{path}")
             assert anonymous.status_code == 401 and anonymous.headers["www-authenticate"] == "Bearer", path
             assert "paths" not in anonymous.text and "ragtrace_" not in anonymous.text
             assert httpx.get(f"{url}{path}", headers={"authorization": "Bearer nope"}).status_code == 401
-            for token in ("tok", "tok2", "adm"):
+            for token in ("tok", "tok2"):
                 assert httpx.get(f"{url}{path}", headers={"authorization": f"Bearer {token}"}).status_code == 200
         assert httpx.get(f"{url}/healthz").status_code == 200  # liveness says nothing about the deployment
+    with running(chdb_store, str(tmp_path / "spool3"), tokens={"tok": "a"}, admin_token="adm") as (url, _):
+        for path in paths:  # the operator's admin token opens them too
+            assert httpx.get(f"{url}{path}", headers={"authorization": "Bearer adm"}).status_code == 200
     with running(chdb_store, str(tmp_path / "spool2")) as (url, _):  # no tokens: an open, loopback server
         assert httpx.get(f"{url}/metrics").status_code == 200
 
