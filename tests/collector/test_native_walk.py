@@ -221,7 +221,10 @@ _other = st.fixed_dictionaries({}, optional={
     sc.INPUT_VALUE: st.text(max_size=10), sc.OUTPUT_VALUE: _values,
     # what non-SDK clients send: query ids in metadata or a session, GenAI operation names
     sc.METADATA: st.sampled_from(['{"query_id": "q3"}', '{"query_id": 7}', "{bad", '["x"]']),
-    sc.SESSION_ID: st.sampled_from(["s1", ""]), sc.GEN_AI_OPERATION_NAME: st.sampled_from(["retrieval", "chat", 5])})
+    sc.SESSION_ID: st.sampled_from(["s1", ""]), sc.GEN_AI_OPERATION_NAME: st.sampled_from(["retrieval", "chat", 5]),
+    sc.GEN_AI_RETRIEVAL_DOCUMENTS: st.sampled_from([
+        '[{"id": "g1", "score": 0.5, "content": "alpha beta"}, {"score": "x", "content": "alpha beta"}]',
+        '[{"id": 3, "metadata": {"k": 1}}, {}]', "[1, 2]", "{not json", '{"id": "g"}'])})
 
 
 @st.composite
@@ -262,3 +265,16 @@ def test_the_collector_ingests_protobuf_through_the_native_walk(monkeypatch: pyt
     monkeypatch.setenv("RAGTRACE_NATIVE_WALK", "0")
     rows, _ = decode_and_assemble(body, PROTOBUF, None, "t1", NOW, 10_000_000)
     assert not rows.arrow and len(rows.cols["documents"]["trace_id"]) == 65
+
+
+def test_gen_ai_documents_beside_openinference_ones_give_the_same_rows() -> None:
+    gen_ai = _span({sc.GEN_AI_OPERATION_NAME: "retrieval",
+                    sc.GEN_AI_RETRIEVAL_DOCUMENTS: '[{"id": "g1", "score": 0.9, "content": "shared text"}, '
+                                                   '{"score": 0.5, "content": "only here"}]'}, span=b"\x04" * 8)
+    oi = _span({sc.SPAN_KIND: "RETRIEVER", _doc(sc.RETRIEVAL_DOCUMENTS, 0, sc.DOCUMENT_ID): "d1",
+                _doc(sc.RETRIEVAL_DOCUMENTS, 0, sc.DOCUMENT_CONTENT): "shared text"})
+    rows = assert_same_rows(_request(oi, gen_ai))
+    docs = _lists(rows)["documents"]
+    assert docs["doc_id"] == ["g1", "sha256:" + hashlib.sha256(b"only here").hexdigest()[:16], "d1"]
+    assert docs["score"][:2] == [0.9, 0.5] and set(docs["stage"]) == {"retrieved"}
+    assert sc.GEN_AI_RETRIEVAL_DOCUMENTS not in rows.cols["spans"]["attributes"][1]

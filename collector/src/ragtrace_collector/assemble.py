@@ -21,6 +21,7 @@ the cheapest protobuf access that is right for the expected type.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -347,6 +348,7 @@ def assemble_spans(rows: Rows, groups: Iterable[SpanGroup], tenant: str, receive
     c = rows.cols
     q, g, d = c["queries"], c["gold"], c["documents"]
     span_rows: list[tuple[Any, ...]] = []
+    gen_ai_docs: list[tuple[str, str, int, list[dict[str, Any]]]] = []
     nbytes = 0
     for res_attrs, spans in groups:
         service = _s(res_attrs.get(sc.SERVICE_NAME))
@@ -366,6 +368,14 @@ def assemble_spans(rows: Rows, groups: Iterable[SpanGroup], tenant: str, receive
             end_ms = end_ms if start_ms <= end_ms <= start_ms + MAX_CLOCK_SKEW_MS else start_ms
 
             kind = _s(other.get(sc.SPAN_KIND)).upper() or _gen_ai_kind(other)
+            if docs is None and sc.GEN_AI_RETRIEVAL_DOCUMENTS in other:
+                listed = _gen_ai_documents(other[sc.GEN_AI_RETRIEVAL_DOCUMENTS])
+                if listed is None:
+                    rows.note(f"{sc.GEN_AI_RETRIEVAL_DOCUMENTS} must be an array of objects (or its JSON); "
+                              "kept only in the raw span")
+                else:  # documents rows, like OpenInference's (and out of the raw span, like them)
+                    del other[sc.GEN_AI_RETRIEVAL_DOCUMENTS]
+                    gen_ai_docs.append((trace_id, span_id, start_ms, listed))
             status_code = _STATUS.get(code, "UNSET")
             events = "" if events_obj is None else orjson.dumps(events_obj).decode()
             attrs_json = orjson.dumps(other).decode()
@@ -423,6 +433,19 @@ def assemble_spans(rows: Rows, groups: Iterable[SpanGroup], tenant: str, receive
 
             if docs is not None:
                 nbytes += on_documents(docs, trace_id, span_id, other, start_ms)
+    if gen_ai_docs:
+        # GenAI documents go before every OpenInference document of the request, in both walks alike
+        # (the native walk adds its rows of those after this function returns)
+        extra: dict[str, dict[str, list[Any]]] = {t: {col: [] for col in COLUMNS[t]} for t in ("documents", "passages")}
+        seen: dict[str, int] = {}
+        for trace_id, span_id, start_ms, listed in gen_ai_docs:
+            ids, scores, contents, metas = _gen_ai_fields(listed)
+            nbytes += _documents(extra, seen, None, ids, scores, contents, metas, {}, tenant, trace_id, span_id,
+                                 None, False, start_ms, str)
+        for table, cols in extra.items():
+            for col, values in cols.items():
+                if values:
+                    c[table][col] = values + c[table][col]
     if span_rows:
         # collected as tuples (one allocation per span); the store takes columns
         n = len(span_rows)
@@ -485,6 +508,44 @@ def _query_id(other: dict[str, Any]) -> str:
         if isinstance(value, str) and value:
             return value
     return ""
+
+
+def _gen_ai_documents(value: Any) -> list[dict[str, Any]] | None:
+    """``gen_ai.retrieval.documents`` (structured: an array of maps; or its JSON string) as a list of
+    objects, None when it is neither."""
+    if isinstance(value, str):
+        try:
+            value = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return None
+    if not isinstance(value, list) or not all(isinstance(x, dict) for x in value):
+        return None
+    return value[: MAX_RANK + 1]
+
+
+def _gen_ai_fields(listed: list[dict[str, Any]]) -> tuple[dict[int, str], dict[int, float | None], dict[int, str],
+                                                          dict[int, str]]:
+    """A GenAI document list as `_documents`' slot-keyed fields (stage ``retrieved``, rank = index):
+    ``id``, ``score``, ``content`` and ``metadata`` (an object, kept as JSON)."""
+    base = _STAGE_INDEX[STAGE_RETRIEVED] * _SLOT_STAGE
+    ids: dict[int, str] = {}
+    scores: dict[int, float | None] = {}
+    contents: dict[int, str] = {}
+    metas: dict[int, str] = {}
+    for rank, doc in enumerate(listed):
+        slot = base + rank
+        doc_id = doc.get("id")
+        ids[slot] = "" if doc_id is None or isinstance(doc_id, bool) else _s(doc_id)
+        score = doc.get("score")
+        scores[slot] = (float(score) if isinstance(score, int | float) and not isinstance(score, bool)
+                        and math.isfinite(score) else None)
+        content = doc.get("content")
+        if isinstance(content, str) and content:
+            contents[slot] = content
+        meta = doc.get("metadata")
+        if meta is not None:
+            metas[slot] = _s(meta)
+    return ids, scores, contents, metas
 
 
 def _root_priority(parent: str, kind: str, other: dict[str, Any]) -> int:

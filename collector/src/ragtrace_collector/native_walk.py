@@ -92,11 +92,11 @@ def assemble_body(body: bytes, tenant: str, received_ms: int,
             rows.arrow["documents"] = [pa.table({name: columns[name] for name in COLUMNS["documents"]})]
         m = len(passages["truncated"][2])
         if m:  # few (known text is skipped): the writer's passage cache works on lists
-            p = rows.cols["passages"]
+            p = rows.cols["passages"]  # may already hold GenAI documents' passages (assemble_spans)
             for name, column in passages.items():
-                p[name] = _array(column, m).to_pylist()
-            p["tenant"] = [tenant] * m
-            p["first_seen"] = [received_ms] * m
+                p[name] = p[name] + _array(column, m).to_pylist()
+            p["tenant"] = p["tenant"] + [tenant] * m
+            p["first_seen"] = p["first_seen"] + [received_ms] * m
     return rows
 
 
