@@ -22,7 +22,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.mark.parametrize("zone", ["America/New_York", "Pacific/Kiritimati", "Asia/Tokyo", "UTC"])
 def test_login_and_lease_hold_in_every_zone(zone: str, tmp_path: Path) -> None:
-    env = {**os.environ, "TZ": zone, "PYTHONPATH": str(REPO)}
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "TZ": zone, "PYTHONPATH": path}
     proc = subprocess.run([sys.executable, str(REPO / "tests" / "security" / "_tz_child.py"), str(tmp_path / "store")],
                           env=env, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
