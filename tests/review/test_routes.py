@@ -88,7 +88,8 @@ def test_login_sets_a_hardened_session_cookie_and_logout_ends_it(
     r = client.post("/review/login", data={"token": token, "csrf_token": _csrf(page.text), "next": "//evil.example"})
     assert r.status_code == 303 and r.headers["location"] == "/review/"  # no open redirect
     cookie = next(v for k, v in r.headers.multi_items() if k == "set-cookie" and v.startswith(SESSION_COOKIE))
-    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/review" in cookie
+    # Path=/: the session also opens the web view (/traces, /dashboard); SameSite keeps it first-party
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/;" in cookie
     home = client.get("/review/", headers=HTML)
     assert home.status_code == 200 and "ann" in home.text
     stolen = client.cookies.get(SESSION_COOKIE)

@@ -293,7 +293,11 @@ def run_demo(cfg: DemoConfig) -> DemoResult:
     t = time.perf_counter()
     compare_args = ["--baseline", str(labels[cfg.baseline]), "--candidate", str(labels[cfg.candidate]),
                     "--html", str(report_html), "--json", str(compare_json), "--resamples", str(cfg.resamples),
-                    "--seed", str(cfg.seed), "--max-ids", "3"]
+                    "--seed", str(cfg.seed), "--max-ids", "3",
+                    # kept in the store too, so the web dashboard shows this comparison's gates
+                    "--save", "--store", str(store),
+                    # movers link to the trace pages of this demo's server (`--keep-serving` keeps it up)
+                    "--server-url", collector.url]
     sink = io.StringIO()
     with contextlib.redirect_stdout(sink) if cfg.quiet else contextlib.nullcontext():
         compare_exit = compare_main(compare_args)
@@ -364,6 +368,7 @@ def print_summary(res: DemoResult, cfg: DemoConfig) -> None:
     con.print(f"Labels:        {', '.join(str(p) for p in res.labels.values())}")
     con.print(f"Ground truth:  {res.faults}  (corpus in {res.out / 'corpus'})")
     con.print(f"Review queue:  {res.review_url}  (queue '{REVIEW_QUEUE}')")
+    con.print(f"Web view:      {res.collector_url}/traces and {res.collector_url}/dashboard  (same login)")
     con.print(f"Reviewer token: {res.reviewer_token}")
     con.print(f"Took {res.timings.get('total_s', 0):.0f}s.")
     if not cfg.keep_serving:

@@ -21,6 +21,11 @@ from ragtrace_store import DEFAULT_TENANT, Store, as_utc, utc_now
 
 #: Tokens carry a recognisable prefix so a leaked one can be found by secret scanners.
 TOKEN_PREFIX = "rtr_"
+#: A reviewer labels queue items; a viewer may log in and read (traces, dashboard, queue progress)
+#: but never posts a decision or fills a queue.
+ROLE_REVIEWER = "reviewer"
+ROLE_VIEWER = "viewer"
+ROLES = (ROLE_REVIEWER, ROLE_VIEWER)
 SESSION_TTL = timedelta(hours=12)
 _NAME = re.compile(r"^[\w.@ -]{1,80}$")
 
@@ -32,6 +37,12 @@ class Reviewer:
     name: str
     disabled: bool
     created_at: datetime
+    role: str = ROLE_REVIEWER
+
+    @property
+    def can_review(self) -> bool:
+        """May post review decisions and put traces into queues (a viewer may not)."""
+        return self.role == ROLE_REVIEWER
 
 
 @dataclass(frozen=True)
@@ -52,28 +63,31 @@ def hash_secret(value: str) -> str:
 
 
 def _row_to_reviewer(row: tuple[object, ...]) -> Reviewer:
-    reviewer_id, tenant, name, disabled, created_at = row
-    return Reviewer(str(reviewer_id), str(tenant), str(name), bool(disabled), as_utc(created_at))  # type: ignore[arg-type]
+    reviewer_id, tenant, name, disabled, created_at, role = row
+    return Reviewer(str(reviewer_id), str(tenant), str(name), bool(disabled), as_utc(created_at),  # type: ignore[arg-type]
+                    str(role))
 
 
-_REVIEWER_COLS = "reviewer_id, tenant, name, disabled, created_at"
+_REVIEWER_COLS = "reviewer_id, tenant, name, disabled, created_at, role"
+_REVIEWER_INSERT = ["tenant", "reviewer_id", "name", "token_hash", "disabled", "created_at", "updated_at", "role"]
 
 
-def add_reviewer(store: Store, name: str, *, tenant: str = DEFAULT_TENANT) -> tuple[Reviewer, str]:
-    """Create a reviewer; returns it and its login token (the only time the token exists in clear)."""
+def add_reviewer(store: Store, name: str, *, tenant: str = DEFAULT_TENANT,
+                 role: str = ROLE_REVIEWER) -> tuple[Reviewer, str]:
+    """Create a reviewer (``role`` "reviewer", or "viewer": may log in and read, never label);
+    returns it and its login token (the only time the token exists in clear)."""
     if not _NAME.match(name):
         raise ReviewError(f"invalid reviewer name {name!r}: use 1-80 letters, digits, spaces or . @ - _")
+    if role not in ROLES:
+        raise ReviewError(f"invalid role {role!r}: use {' or '.join(ROLES)}")
     if any(r.name == name for r in list_reviewers(store, tenant=tenant)):
         raise ReviewError(f"tenant {tenant!r} already has a reviewer named {name!r}; pick another name")
     reviewer_id = secrets.token_hex(8)
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     now = utc_now()
-    store.insert(
-        "reviewers",
-        [(tenant, reviewer_id, name, hash_secret(token), False, now, now)],
-        ["tenant", "reviewer_id", "name", "token_hash", "disabled", "created_at", "updated_at"],
-    )
-    return Reviewer(reviewer_id, tenant, name, False, now), token
+    store.insert("reviewers", [(tenant, reviewer_id, name, hash_secret(token), False, now, now, role)],
+                 _REVIEWER_INSERT)
+    return Reviewer(reviewer_id, tenant, name, False, now, role), token
 
 
 def list_reviewers(store: Store, *, tenant: str | None = DEFAULT_TENANT) -> list[Reviewer]:
@@ -100,15 +114,18 @@ def set_disabled(store: Store, reviewer: Reviewer, disabled: bool = True) -> Rev
         "WHERE tenant = {tenant:String} AND reviewer_id = {rid:String}",
         {"tenant": reviewer.tenant, "rid": reviewer.reviewer_id},
     )[0][0]
+    # the new version of the row carries the role too: left out, it would fall back to the
+    # column's DEFAULT and turn a disabled-then-enabled viewer into a reviewer
     store.insert(
         "reviewers",
-        [(reviewer.tenant, reviewer.reviewer_id, reviewer.name, token_hash, disabled, reviewer.created_at, utc_now())],
-        ["tenant", "reviewer_id", "name", "token_hash", "disabled", "created_at", "updated_at"],
+        [(reviewer.tenant, reviewer.reviewer_id, reviewer.name, token_hash, disabled, reviewer.created_at, utc_now(),
+          reviewer.role)],
+        _REVIEWER_INSERT,
     )
     if disabled:
         _revoke_where(store, "tenant = {tenant:String} AND reviewer_id = {rid:String}",
                       {"tenant": reviewer.tenant, "rid": reviewer.reviewer_id})
-    return Reviewer(reviewer.reviewer_id, reviewer.tenant, reviewer.name, disabled, reviewer.created_at)
+    return Reviewer(reviewer.reviewer_id, reviewer.tenant, reviewer.name, disabled, reviewer.created_at, reviewer.role)
 
 
 def reviewer_for_token(store: Store, token: str) -> Reviewer | None:
@@ -122,8 +139,8 @@ def reviewer_for_token(store: Store, token: str) -> Reviewer | None:
     )
     for row in rows:
         # The store matched on the hash already; compare again in constant time for good measure.
-        if hmac.compare_digest(str(row[5]), hash_secret(token)) and not row[3]:
-            return _row_to_reviewer(row[:5])
+        if hmac.compare_digest(str(row[6]), hash_secret(token)) and not row[3]:
+            return _row_to_reviewer(row[:6])
     return None
 
 

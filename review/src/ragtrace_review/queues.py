@@ -478,3 +478,44 @@ def list_decisions(store: Store, *, tenant: str, queue: str) -> list[Decision]:
     return [Decision(str(q), str(t), str(rid), str(name), str(m), str(lm), str(fm),
                      tuple(json.loads(c or "[]")), tuple(json.loads(rel or "[]")), str(note), as_utc(at))
             for q, t, rid, name, m, lm, fm, c, rel, note, at in rows]
+
+
+def add_trace(store: Store, queue: str, label: LabelRecord, *, tenant: str, reviewers: int = 2,
+              description: str = "") -> bool:
+    """Put one labelled trace into ``queue`` by hand (reason ``manual``), outside the strata caps:
+    someone looked at it and wants it reviewed. The queue is created with ``reviewers`` K when
+    missing; an existing queue keeps its K. Returns False when the trace is already queued there."""
+    _validate_queue_name(queue)
+    if not 1 <= reviewers <= 50:
+        raise ReviewError(f"reviewers (K per item) must be between 1 and 50, got {reviewers}")
+    existing_queue = _queue_row(store, tenant, queue)
+    if get_item(store, tenant=tenant, queue=queue, trace_id=label.trace_id) is not None:
+        return False
+    now = utc_now()
+    if existing_queue is None:
+        store.insert("review_queues",
+                     [(tenant, queue, reviewers, description, json.dumps({"manual": True}), now, now)],
+                     ["tenant", "queue", "reviewers_per_item", "description", "options", "created_at", "updated_at"])
+    position = store.query_rows(
+        f"SELECT max(position) + 1, count() FROM {store.table('review_items')} FINAL "
+        "WHERE tenant = {tenant:String} AND queue = {queue:String}", {"tenant": tenant, "queue": queue})[0]
+    store.insert("review_items", [(
+        tenant, queue, label.trace_id, label.query_id, label.manifest_id, "manual", label.failure_mode.value,
+        label.confidence, json.dumps(label.to_json(), sort_keys=True, default=str),
+        int(position[0]) if position[1] else 0, now,
+    )], ["tenant", "queue", "trace_id", "query_id", "manifest_id", "reason", "failure_mode", "confidence",
+         "label_detail", "position", "added_at"])
+    return True
+
+
+def decisions_for_trace(store: Store, *, tenant: str, trace_id: str) -> list[Decision]:
+    """Every review decision on one trace, in every queue of the tenant, oldest first."""
+    rows = store.query_rows(
+        f"SELECT queue, trace_id, reviewer_id, reviewer_name, manifest_id, labeller_failure_mode, failure_mode, "
+        f"claims, relevance, note, decided_at FROM {store.table('review_decisions')} FINAL "
+        "WHERE tenant = {tenant:String} AND trace_id = {t:String} ORDER BY decided_at, queue, reviewer_id",
+        {"tenant": tenant, "t": trace_id},
+    )
+    return [Decision(str(q), str(t), str(rid), str(name), str(m), str(lm), str(fm),
+                     tuple(json.loads(c or "[]")), tuple(json.loads(rel or "[]")), str(note), as_utc(at))
+            for q, t, rid, name, m, lm, fm, c, rel, note, at in rows]

@@ -1,8 +1,9 @@
-"""What the item page shows: one trace and its label, arranged for a reviewer.
+"""What the item page and the trace page show: one trace and its label, arranged for a person.
 
-Built from the stored trace (query, candidates per stage, supplied context, answer) and the label
-snapshot of the queue item (failure mode, claims with verdicts and evidence passage ids). Text
-stays raw here; the templates escape it.
+Built from the stored trace (query, candidates per stage, supplied context, answer) and a label
+(failure mode, claims with verdicts and evidence passage ids): the queue item's snapshot on the
+review item page, the chosen manifest's label on ``/traces/{trace_id}``. Both pages render it with
+the same partial (``templates/_trace.html``). Text stays raw here; the templates escape it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragtrace_review.queues import QueueItem
-from ragtrace_store import Store
+from ragtrace_store import LabelRecord, Store
 from ragtrace_store.records import DocumentRef, TraceRecord
 
 
@@ -96,8 +97,13 @@ def candidates(trace: TraceRecord) -> tuple[Candidate, ...]:
 
 def item_view(store: Store, item: QueueItem) -> ItemView:
     traces = list(store.read_traces(tenant=item.tenant, trace_ids=[item.trace_id], with_content=True))
-    trace = traces[0] if traces else None
-    label = item.record
+    return trace_view(traces[0] if traces else None, item.record)
+
+
+def trace_view(trace: TraceRecord | None, label: LabelRecord | None, *, service: str = "",
+               release: str = "") -> ItemView:
+    """One trace (None: no longer in the store) with one label (None: not labelled under the chosen
+    manifest). ``service``/``release`` stand in when neither gives them."""
     context: tuple[ContextPassage, ...] = ()
     anchors: dict[str, str] = {}
     if trace is not None:
@@ -106,7 +112,7 @@ def item_view(store: Store, item: QueueItem) -> ItemView:
                         for i, d in enumerate(trace.context))
         for p in context:
             anchors.setdefault(p.doc_id, p.anchor)
-    gen = label.generation
+    gen = label.generation if label is not None else None
     claims = []
     for i, c in enumerate(gen.claims if gen is not None else ()):
         pid = c.passage_id
@@ -115,14 +121,14 @@ def item_view(store: Store, item: QueueItem) -> ItemView:
         trace_found=trace is not None,
         query=trace.query if trace else "",
         answer=trace.answer if trace else None,
-        service=trace.service if trace else label.service,
-        release=trace.release if trace else label.release,
+        service=trace.service if trace else (label.service if label else service),
+        release=trace.release if trace else (label.release if label else release),
         candidates=candidates(trace) if trace else (),
         context=context,
         claims=tuple(claims),
         generation_verdict=gen.verdict.value if gen is not None else "",
         groundedness=gen.groundedness if gen is not None else None,
         abstained=gen.abstained if gen is not None else False,
-        retrieval=label.retrieval.to_json(),
-        ranking=label.ranking.to_json(),
+        retrieval=label.retrieval.to_json() if label is not None else {},
+        ranking=label.ranking.to_json() if label is not None else {},
     )

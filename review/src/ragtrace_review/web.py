@@ -29,10 +29,11 @@ from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader
 from starlette.concurrency import run_in_threadpool
 
-from ragtrace_review import auth
+from ragtrace_review import auth, dashboard, traces_web
 from ragtrace_review.calibrate import agreement_report, build_gold, store_gold
 from ragtrace_review.errors import ReviewError
 from ragtrace_review.limits import LoginLimiter
+from ragtrace_review.pages import Pages, is_page_path
 from ragtrace_review.queues import (
     decided_by,
     enqueue,
@@ -74,6 +75,13 @@ class BearerRequired(Exception):
     pass
 
 
+class ViewerRefused(Exception):
+    """A viewer (read-only role) asked for a write of the review API."""
+
+
+VIEWER_MESSAGE = "Viewers can read traces, the dashboard and queue progress, but not review or fill queues."
+
+
 class AdminClosed(Exception):
     """The reviewer administration API has no credential configured (no tokens, no admin token)."""
 
@@ -101,7 +109,7 @@ def _templates() -> Environment:
 def _is_html_get(request: Request) -> bool:
     path = request.url.path
     return request.method == "GET" and "text/html" in request.headers.get("accept", "") \
-        and path.startswith(PREFIX) and not path.startswith(f"{PREFIX}/api/")
+        and (path.startswith(PREFIX) or is_page_path(path)) and not path.startswith(f"{PREFIX}/api/")
 
 
 def quote(part: str) -> str:
@@ -111,7 +119,8 @@ def quote(part: str) -> str:
 
 def _safe_next(target: str | None) -> str:
     """Only same-site review paths: an open redirect after login would be a phishing aid."""
-    if target and target.startswith(PREFIX + "/") and not target.startswith("//") and "\\" not in target:
+    if target and not target.startswith("//") and "\\" not in target and (
+            target.startswith(PREFIX + "/") or is_page_path(target.split("?", 1)[0])):
         return target
     return PREFIX + "/"
 
@@ -133,8 +142,9 @@ def mount(app: FastAPI, get_store: Callable[..., Store], settings: Any = None, *
         html = env.get_template(name).render(**ctx)
         return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
 
-    def set_cookie(request: Request, response: Response, name: str, value: str, max_age: int | None) -> None:
-        response.set_cookie(name, value, max_age=max_age, path=PREFIX, httponly=True, samesite="strict",
+    def set_cookie(request: Request, response: Response, name: str, value: str, max_age: int | None,
+                   path: str = PREFIX) -> None:
+        response.set_cookie(name, value, max_age=max_age, path=path, httponly=True, samesite="strict",
                             secure=request.url.scheme == "https")
 
     def current(request: Request, store: StoreDep) -> auth.Session:
@@ -196,8 +206,9 @@ def mount(app: FastAPI, get_store: Callable[..., Store], settings: Any = None, *
                                     status_code=303)
         session_id, _ = auth.create_session(store, reviewer)
         resp = RedirectResponse(_safe_next(str(target or "")), status_code=303)
+        # path "/": the session also opens /traces and /dashboard (SameSite=Strict keeps it first-party)
         set_cookie(request, resp, SESSION_COOKIE, auth.sign(session_id, secret),
-                   int(auth.SESSION_TTL.total_seconds()))
+                   int(auth.SESSION_TTL.total_seconds()), path="/")
         resp.delete_cookie(LOGIN_COOKIE, path=PREFIX)
         return resp
 
@@ -206,7 +217,8 @@ def mount(app: FastAPI, get_store: Callable[..., Store], settings: Any = None, *
         if session.session_hash:
             auth.revoke_session(store, session.session_hash)
         resp = RedirectResponse(f"{PREFIX}/login", status_code=303)
-        resp.delete_cookie(SESSION_COOKIE, path=PREFIX)
+        resp.delete_cookie(SESSION_COOKIE, path="/")
+        resp.delete_cookie(SESSION_COOKIE, path=PREFIX)  # a cookie from before sessions covered "/"
         return resp
 
     # --- pages ---------------------------------------------------------------------------
@@ -229,6 +241,9 @@ def mount(app: FastAPI, get_store: Callable[..., Store], settings: Any = None, *
 
     @router.get("/queues/{queue}/next")
     def next_page(queue: str, session: SessionDep, store: StoreDep) -> Response:
+        if not session.reviewer.can_review:
+            return render("error.html", 403, message=VIEWER_MESSAGE, reviewer=session.reviewer,
+                          csrf_token=session.csrf_token)
         if queue not in queue_names(store, tenant=session.reviewer.tenant):
             return render("error.html", 404, message=f"No queue named {queue!r}.", reviewer=session.reviewer,
                           csrf_token=session.csrf_token)
@@ -242,6 +257,8 @@ def mount(app: FastAPI, get_store: Callable[..., Store], settings: Any = None, *
 
     def _item_or_error(queue: str, trace_id: str, session: auth.Session, store: Store) -> Response | None:
         reviewer = session.reviewer
+        if not reviewer.can_review:
+            return render("error.html", 403, message=VIEWER_MESSAGE, reviewer=reviewer, csrf_token=session.csrf_token)
         if get_item(store, tenant=reviewer.tenant, queue=queue, trace_id=trace_id) is None:
             return render("error.html", 404, message="No such item in your queues.", reviewer=reviewer,
                           csrf_token=session.csrf_token)
@@ -314,6 +331,8 @@ def mount(app: FastAPI, get_store: Callable[..., Store], settings: Any = None, *
     def bearer_only(session: SessionDep) -> auth.Session:
         if session.csrf_token is not None:
             raise BearerRequired()
+        if not session.reviewer.can_review:
+            raise ViewerRefused()
         return session
 
     BearerDep = Annotated[auth.Session, Depends(bearer_only)]
@@ -385,7 +404,7 @@ def mount(app: FastAPI, get_store: Callable[..., Store], settings: Any = None, *
 
     def _reviewer_json(r: auth.Reviewer) -> dict[str, Any]:
         return {"reviewer_id": r.reviewer_id, "name": r.name, "tenant": r.tenant, "disabled": r.disabled,
-                "created_at": r.created_at.isoformat()}
+                "created_at": r.created_at.isoformat(), "role": r.role}
 
     @admin.get("")
     def api_list_reviewers(tenant: AdminDep, store: StoreDep) -> JSONResponse:
@@ -397,10 +416,13 @@ def mount(app: FastAPI, get_store: Callable[..., Store], settings: Any = None, *
             body = await request.json()
         except ValueError:
             body = None
-        if not isinstance(body, dict) or not isinstance(body.get("name"), str):
-            return JSONResponse({"error": 'body must be {"name": "..."}'}, status_code=400)
+        if not isinstance(body, dict) or not isinstance(body.get("name"), str) \
+                or not isinstance(body.get("role", auth.ROLE_REVIEWER), str):
+            return JSONResponse({"error": 'body must be {"name": "...", "role": "reviewer" or "viewer"}'},
+                                status_code=400)
         try:
-            reviewer, token = auth.add_reviewer(store, body["name"], tenant=tenant)
+            reviewer, token = auth.add_reviewer(store, body["name"], tenant=tenant,
+                                                role=body.get("role", auth.ROLE_REVIEWER))
         except ReviewError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         return JSONResponse({**_reviewer_json(reviewer), "token": token}, headers={"Cache-Control": "no-store"})
@@ -417,6 +439,10 @@ def mount(app: FastAPI, get_store: Callable[..., Store], settings: Any = None, *
 
     app.include_router(router)
     app.include_router(admin)
+    # the team's web view beside /review: the same sessions, tenants and templates
+    shared = Pages(get_store=get_store, current=current, check_csrf=check_csrf, render=render)
+    traces_web.mount(app, shared)
+    dashboard.mount(app, shared)
     # Static assets are public (a stylesheet and the shortcut script; nothing tenant-specific), so
     # the login page can use them.
     app.mount(f"{PREFIX}/static", StaticFiles(directory=str(_HERE / "static")), name="review-static")
@@ -444,6 +470,10 @@ def mount(app: FastAPI, get_store: Callable[..., Store], settings: Any = None, *
                                       "(`ragtrace reviewers ... --store STORE` while the server is stopped)"},
                             status_code=403)
 
+    async def on_viewer(request: Request, exc: Exception) -> Response:
+        return JSONResponse({"error": VIEWER_MESSAGE}, status_code=403)
+
+    app.add_exception_handler(ViewerRefused, on_viewer)
     app.add_exception_handler(CsrfRejected, on_csrf)
     app.add_exception_handler(BearerRequired, on_cookie_write)
     app.add_exception_handler(AdminClosed, on_admin_closed)

@@ -63,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--server-url", metavar="URL",
                    help="base URL of `ragtrace serve`: the HTML links each trace id to URL/traces/ID (default: "
                         "each trace shows its `ragtrace traces show ID` command)")
+    p.add_argument("--save", action="store_true",
+                   help="also keep the JSON report in the store (--store, tenant --tenant), so the /dashboard of "
+                        "`ragtrace serve` shows this comparison's gates")
     p.add_argument("--trace-url", metavar="TEMPLATE",
                    help="link template for trace ids in the HTML, e.g. http://host:4318/traces/{trace_id} "
                         "(overrides --server-url)")
@@ -342,6 +345,29 @@ def _list_ids(con: Any, mv: Mover, max_ids: int) -> None:
         con.print(f"    … {mv.n - max_ids} more (all ids are in --json)")
 
 
+def _save(args: argparse.Namespace, store_box: list[Any], report: dict[str, Any],
+          manifest_ids: tuple[str, ...]) -> None:
+    """`--save`: the report into the store's ``compare_reports`` (the store of the releases, else --store)."""
+    from ragtrace_store.compare_reports import save_compare_report
+
+    if not store_box:
+        from ragtrace_cli.commands.common import open_reader
+
+        problems: list[str] = []
+        opened = open_reader(args.store, command="compare", say=problems.append)
+        if opened is None:
+            raise CompareError(f"--save: {'; '.join(problems)}")
+        store_box.append(opened)
+    store = store_box[0]
+    try:
+        report_id = save_compare_report(store, report, tenant=args.tenant, baseline=args.baseline,
+                                        candidate=args.candidate, manifest_ids=sorted(set(manifest_ids)))
+    except Exception as exc:  # the driver's errors: a refusing server, a missing table
+        raise CompareError(f"--save: cannot write the report to {store.location}: {exc}") from exc
+    if args.json != "-":
+        print(f"saved as comparison {report_id} in {store.location} (tenant {args.tenant})")
+
+
 def _ids(ids: tuple[str, ...], k: int) -> str:
     return ", ".join(ids[:k]) + (f" … +{len(ids) - k}" if len(ids) > k else "")
 
@@ -388,6 +414,10 @@ def compare_main(argv: list[str]) -> int:
             result = compare(baseline, candidate, threshold=args.threshold, n_resamples=args.resamples,
                              confidence_level=args.confidence, seed=args.seed, gates=gates,
                              min_change=args.min_change)
+        if args.save:
+            # while the store is open (it is closed below); the saved report is the one printed
+            _save(args, store_box, (_with_notes(result, forced) if forced else result).to_json(),
+                  (*baseline.manifest_ids, *candidate.manifest_ids))
     except CompareError as exc:
         print(f"ragtrace compare: error: {exc}", file=sys.stderr)
         return 2

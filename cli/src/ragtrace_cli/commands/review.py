@@ -61,6 +61,9 @@ def reviewers_main(argv: list[str], store: Store | None = None) -> int:
     sub = parser.add_subparsers(dest="action", required=True)
     add = sub.add_parser("add", help="create a reviewer; prints their login token as the last line")
     add.add_argument("name")
+    add.add_argument("--role", choices=auth.ROLES, default=auth.ROLE_REVIEWER,
+                     help="reviewer: labels queue items (default); viewer: may log in and read traces, "
+                          "the dashboard and queue progress, but not review")
     _common(add)
     ls = sub.add_parser("list", help="list reviewers")
     ls.add_argument("--json", action="store_true")
@@ -85,8 +88,8 @@ def reviewers_main(argv: list[str], store: Store | None = None) -> int:
 
     def body(st: Store) -> int:
         if args.action == "add":
-            reviewer, token = auth.add_reviewer(st, args.name, tenant=args.tenant)
-            print(f"reviewer {reviewer.name} (id {reviewer.reviewer_id}, tenant {reviewer.tenant}) created.")
+            reviewer, token = auth.add_reviewer(st, args.name, tenant=args.tenant, role=args.role)
+            print(f"{reviewer.role} {reviewer.name} (id {reviewer.reviewer_id}, tenant {reviewer.tenant}) created.")
             print("Log in at /review/login with this token; it is shown only now and stored only as a hash:")
             print(token)
             return 0
@@ -94,11 +97,12 @@ def reviewers_main(argv: list[str], store: Store | None = None) -> int:
             rows = auth.list_reviewers(st, tenant=None if args.all_tenants else args.tenant)
             if args.json:
                 print(json.dumps([{"reviewer_id": r.reviewer_id, "name": r.name, "tenant": r.tenant,
-                                   "disabled": r.disabled, "created_at": r.created_at.isoformat()} for r in rows]))
+                                   "disabled": r.disabled, "created_at": r.created_at.isoformat(), "role": r.role}
+                                  for r in rows]))
                 return 0
             for r in rows:
                 state = "disabled" if r.disabled else "active"
-                print(f"{r.reviewer_id}  {r.tenant:<12} {state:<8}  {r.name}")
+                print(f"{r.reviewer_id}  {r.tenant:<12} {state:<8}  {r.role:<8}  {r.name}")
             if not rows:
                 print("no reviewers; add one with `ragtrace reviewers add NAME`", file=sys.stderr)
             return 0
@@ -119,7 +123,7 @@ def _remote_reviewers(args: argparse.Namespace, token: str | None) -> int:
                           token_hint=f"pass the tenant's collector token: --token TOKEN or ${ENV_TENANT_TOKEN}",
                           ) as remote:
             if args.action == "add":
-                data = remote.post_json(base, {"name": args.name})
+                data = remote.post_json(base, {"name": args.name, "role": args.role})
             elif args.action == "list":
                 data = remote.get(base)
             else:
@@ -128,7 +132,8 @@ def _remote_reviewers(args: argparse.Namespace, token: str | None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if args.action == "add":
-        print(f"reviewer {data['name']} (id {data['reviewer_id']}, tenant {data['tenant']}) created.")
+        print(f"{data.get('role', 'reviewer')} {data['name']} (id {data['reviewer_id']}, tenant {data['tenant']}) "
+              "created.")
         print("Log in at /review/login with this token; it is shown only now and stored only as a hash:")
         print(data["token"])
     elif args.action == "list":
@@ -136,7 +141,7 @@ def _remote_reviewers(args: argparse.Namespace, token: str | None) -> int:
             print(json.dumps(data))
         for rv in [] if args.json else data:
             print(f"{rv['reviewer_id']}  {rv['tenant']:<12} {'disabled' if rv['disabled'] else 'active':<8}  "
-                  f"{rv['name']}")
+                  f"{rv.get('role', 'reviewer'):<8}  {rv['name']}")
     else:
         print(f"reviewer {data['name']} {'disabled' if data['disabled'] else 'enabled'}")
     return 0

@@ -1,0 +1,149 @@
+"""``/dashboard``: how the failure-mode mix, abstention, gold-in-context and groundedness move per
+release over days (or hours), and the latest saved comparison's gates.
+
+Same login, tenant and Content-Security-Policy as ``/review``. Numbers come from
+`ragtrace_review.series` (n and a 95% interval for every point), charts from
+`ragtrace_review.svgplot`; each point links to ``/traces`` filtered to the traces behind it.
+"""
+
+# No `from __future__ import annotations`: FastAPI resolves the dependency annotations defined
+# inside `mount` at runtime (see web.py).
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import Response
+from markupsafe import Markup
+
+from ragtrace_review import auth
+from ragtrace_review.errors import ReviewError
+from ragtrace_review.pages import DASHBOARD, TRACES, Pages, blank, time_bound, url
+from ragtrace_review.series import BUCKETS, Bucket, Mean, Rate, Series, dashboard_series
+from ragtrace_review.svgplot import Line, Point, chart, nice_top
+from ragtrace_review.trace_list import filter_options, list_manifests, utc_iso
+from ragtrace_store import FAILURE_MODES, Store
+from ragtrace_store.compare_reports import latest_compare_report
+
+#: colours of the releases, in order of first appearance (review.css: .series-0 ... .series-7)
+N_COLOURS = 8
+
+
+@dataclass(frozen=True)
+class Panel:
+    key: str
+    title: str
+    hint: str
+    svg: Markup
+
+
+def _pct(v: float | None) -> str:
+    return "n/a" if v is None else f"{v * 100:.1f}%"
+
+
+def _rate_title(release: str, when: str, what: str, r: Rate, click: str) -> str:
+    if r.value is None:
+        return f"{release} · {when}: {what} undefined (n=0)"
+    return (f"{release} · {when}: {what} {r.k}/{r.n} = {_pct(r.value)} (95% CI {_pct(r.low)}–{_pct(r.high)}, "
+            f"n={r.n}). Click: {click}")
+
+
+def _mean_title(release: str, when: str, m: Mean) -> str:
+    if m.value is None:
+        return f"{release} · {when}: groundedness undefined (n=0 answers with claims)"
+    ci = f"95% CI {m.low:.2f}–{m.high:.2f}" if m.low is not None and m.high is not None else "no CI for n < 2"
+    return f"{release} · {when}: mean groundedness {m.value:.2f} ({ci}, n={m.n}). Click: the bucket's traces"
+
+
+def panels(series: Series, link: Callable[..., str]) -> list[Panel]:
+    """One chart per statistic; ``link(bucket, **filters)`` is the /traces URL of a point."""
+    css = {r: f"series-{i % N_COLOURS}" for i, r in enumerate(series.releases)}
+    hourly = series.bucket == "hour"
+    fmt = "%Y-%m-%d %H:00" if hourly else "%Y-%m-%d"
+
+    def lines(pick: Callable[[Bucket], tuple[float | None, float | None, float | None, str, str]]) -> list[Line]:
+        out = []
+        for rel in series.releases:
+            pts = []
+            for b in series.buckets:
+                if b.release != rel:
+                    continue
+                value, low, high, title, href = pick(b)
+                if value is not None:  # an undefined point is left out, never drawn at 0
+                    pts.append(Point(b.start, value, low, high, href, title))
+            out.append(Line(rel, css[rel], tuple(pts)))
+        return out
+
+    def draw(key: str, title: str, hint: str, ls: list[Line], percent: bool = True, top: float | None = None) -> Panel:
+        highs = [p.high if p.high is not None else p.y for ln in ls for p in ln.points]
+        y_top = top if top is not None else nice_top(highs)
+        return Panel(key, title, hint, chart(ls, starts=series.starts, step=series.step, label=title, y_top=y_top,
+                                             percent=percent, hourly=hourly))
+
+    def mode_point(mode: str) -> Callable[[Bucket], tuple[float | None, float | None, float | None, str, str]]:
+        name = mode.replace("_", " ")
+
+        def pick(b: Bucket) -> tuple[float | None, float | None, float | None, str, str]:
+            r = b.modes[mode]
+            return (r.value, r.low, r.high,
+                    _rate_title(b.release, b.start.strftime(fmt), name, r, f"the {r.k} {name} traces"),
+                    link(b, mode=mode))
+        return pick
+
+    out = [draw(f"mode-{mode}", f"{mode.replace('_', ' ')} rate", "share of labelled traces", lines(mode_point(mode)))
+           for mode in FAILURE_MODES]
+    out.append(draw("abstention", "abstention rate", "share of judged answers that abstained", lines(
+        lambda b: (b.abstention.value, b.abstention.low, b.abstention.high,
+                   _rate_title(b.release, b.start.strftime(fmt), "abstained", b.abstention,
+                               f"the {b.abstention.k} abstentions"), link(b, generation="abstained")))))
+    out.append(draw("gold-in-context", "gold in context", "share of traces with known gold whose gold reached "
+                    "the context", lines(
+        lambda b: (b.gold_in_context.value, b.gold_in_context.low, b.gold_in_context.high,
+                   _rate_title(b.release, b.start.strftime(fmt), "gold in context", b.gold_in_context,
+                               f"the {b.gold_in_context.n - b.gold_in_context.k} traces whose gold missed the "
+                               "context"), link(b, gold_in_context="no"))), top=1.0))
+    out.append(draw("groundedness", "groundedness", "mean over answers with claims", lines(
+        lambda b: (b.groundedness.value, b.groundedness.low, b.groundedness.high,
+                   _mean_title(b.release, b.start.strftime(fmt), b.groundedness), link(b))),
+        percent=False, top=1.0))
+    return out
+
+
+def mount(app: FastAPI, pages: Pages) -> None:
+    """Add ``/dashboard`` to ``app``."""
+    StoreDep = Annotated[Store, Depends(pages.get_store)]
+    SessionDep = Annotated[auth.Session, Depends(pages.current)]
+
+    @app.get(DASHBOARD, include_in_schema=False)
+    def dashboard_page(request: Request, session: SessionDep, store: StoreDep) -> Response:
+        tenant = session.reviewer.tenant
+        raw = {k: blank(request.query_params.get(k))
+               for k in ("release", "service", "since", "until", "bucket", "manifest")}
+        manifests = list_manifests(store, tenant)
+        manifest = raw["manifest"] or (manifests[0].manifest_id if manifests else None)
+        error, series = None, None
+        since: datetime | None = None
+        until: datetime | None = None
+        try:
+            since, until = time_bound(raw["since"], "since"), time_bound(raw["until"], "until")
+            series = dashboard_series(store, tenant=tenant, manifest_id=manifest, release=raw["release"],
+                                      service=raw["service"], since=since, until=until,
+                                      bucket=raw["bucket"] or "auto")
+        except (ReviewError, ValueError) as exc:
+            error = str(exc)
+
+        def link(b: Bucket, **filters: str) -> str:
+            # the point's own window, clipped to the dashboard's, so the list holds exactly its traces
+            lo = max(b.start, since) if since else b.start
+            hi = min(b.end, until) if until else b.end
+            return url(TRACES, {"release": b.release, "service": raw["service"], "since": utc_iso(lo),
+                                "until": utc_iso(hi), "manifest": manifest, **filters})
+
+        return pages.page(
+            "dashboard.html", session, 400 if error else 200, error=error, series=series,
+            panels=panels(series, link) if series and series.buckets else [], params=raw,
+            manifests=manifests, manifest=manifest, options=filter_options(store, tenant), buckets=BUCKETS,
+            compare=latest_compare_report(store, tenant=tenant), n_colours=N_COLOURS, modes=FAILURE_MODES,
+            pct=_pct)

@@ -1,0 +1,149 @@
+"""The numbers behind `/dashboard`: per release and per day (or hour), the failure-mode rates, the
+abstention rate, gold-in-context and groundedness, each with its n and a 95% interval.
+
+One labeller manifest at a time (labels of different manifests are never pooled). The engine
+aggregates (one GROUP BY over the ``labels`` table); Python only turns counts into intervals:
+
+* rates are k of n with Wilson score intervals (`ragtrace_review.agreement.wilson`), well-behaved
+  at 0 and n. The denominators differ on purpose: failure modes count every labelled trace;
+  abstention counts the answers that were judged (``generation`` set); gold-in-context counts the
+  traces whose gold set is known (``gold_in_context`` not NULL). A rate with n = 0 is undefined
+  (None), never 0.
+* groundedness is a mean over the answers where it is defined (abstentions and claim-less
+  answers have none), with a normal-approximation interval (mean ± 1.96 · sd/√n, clipped to
+  [0, 1]); undefined for n = 0, and its interval for n < 2.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from statistics import NormalDist
+
+from ragtrace_review.agreement import wilson
+from ragtrace_review.errors import ReviewError
+from ragtrace_store import FAILURE_MODES, Store, TraceFilter, as_utc
+
+__all__ = ["BUCKETS", "Bucket", "Mean", "Rate", "Series", "dashboard_series"]
+
+BUCKETS = ("auto", "day", "hour")
+LEVEL = 0.95
+#: at most this many time buckets per release (a chart of more points is unreadable)
+MAX_BUCKETS = 400
+#: "auto" picks hours when the labelled traces span at most this long
+AUTO_HOURLY = timedelta(hours=48)
+_STEP = {"day": timedelta(days=1), "hour": timedelta(hours=1)}
+
+
+@dataclass(frozen=True)
+class Rate:
+    """``k`` of ``n``; ``value``, ``low``, ``high`` are None when n = 0 (undefined)."""
+
+    k: int
+    n: int
+    value: float | None
+    low: float | None
+    high: float | None
+
+
+@dataclass(frozen=True)
+class Mean:
+    """The mean of ``n`` defined values; None when n = 0, interval None when n < 2."""
+
+    n: int
+    value: float | None
+    low: float | None
+    high: float | None
+
+
+@dataclass(frozen=True)
+class Bucket:
+    release: str
+    start: datetime
+    end: datetime
+    #: labelled traces in the bucket
+    n: int
+    modes: dict[str, Rate]
+    abstention: Rate
+    gold_in_context: Rate
+    groundedness: Mean
+
+
+@dataclass(frozen=True)
+class Series:
+    manifest_id: str | None
+    bucket: str  # "day" | "hour"
+    step: timedelta
+    releases: tuple[str, ...]
+    buckets: tuple[Bucket, ...]
+
+    @property
+    def starts(self) -> tuple[datetime, ...]:
+        return tuple(sorted({b.start for b in self.buckets}))
+
+
+def rate(k: int, n: int) -> Rate:
+    p = wilson(k, n, LEVEL)
+    if p.value is None or p.ci is None:
+        return Rate(k, n, None, None, None)
+    return Rate(k, n, p.value, p.ci.low, p.ci.high)
+
+
+def mean(n: int, value: float | None, sd: float | None) -> Mean:
+    if n == 0 or value is None or not math.isfinite(value):
+        return Mean(n, None, None, None)
+    if n < 2 or sd is None or not math.isfinite(sd):
+        return Mean(n, value, None, None)
+    half = NormalDist().inv_cdf(0.5 + LEVEL / 2) * sd / math.sqrt(n)
+    return Mean(n, value, max(0.0, value - half), min(1.0, value + half))
+
+
+def dashboard_series(store: Store, *, tenant: str, manifest_id: str | None, release: str | None = None,
+                     service: str | None = None, since: datetime | None = None, until: datetime | None = None,
+                     bucket: str = "auto") -> Series:
+    """The dashboard's points for labels of ``manifest_id`` (None: nothing is labelled yet)."""
+    if bucket not in BUCKETS:
+        raise ReviewError(f"bucket {bucket!r}: use one of {', '.join(BUCKETS)}")
+    if manifest_id is None:
+        return Series(None, "day" if bucket == "auto" else bucket, _STEP.get(bucket, _STEP["day"]), (), ())
+    where, params = TraceFilter(tenant=tenant, release=release, service=service, since=since,
+                                until=until).conditions(time_column="trace_time")
+    where.append("manifest_id = {manifest:String}")
+    params["manifest"] = manifest_id
+    labels = store.table("labels")
+    first, last = store.query_rows(f"SELECT min(trace_time), max(trace_time) FROM {labels} "
+                                   f"WHERE {' AND '.join(where)}", params)[0]
+    if bucket == "auto":
+        span = (as_utc(last) - as_utc(first)) if first is not None and last is not None else timedelta(0)
+        bucket = "hour" if span <= AUTO_HOURLY else "day"
+    step = _STEP[bucket]
+    if first is not None and last is not None and (as_utc(last) - as_utc(first)) / step > MAX_BUCKETS:
+        raise ReviewError(f"the labelled traces span {(as_utc(last) - as_utc(first)).days} days: more than "
+                          f"{MAX_BUCKETS} {bucket}s; choose bucket=day or a shorter window (since/until)")
+    interval = "INTERVAL 1 DAY" if bucket == "day" else "INTERVAL 1 HOUR"
+    modes = ", ".join(f"countIf(failure_mode = '{m}')" for m in FAILURE_MODES)  # fixed names, not input
+    rows = store.query_rows(
+        f"SELECT release, toStartOfInterval(trace_time, {interval}, 'UTC') AS b, count(), {modes}, "
+        "countIf(generation != ''), countIf(generation = 'abstained'), "
+        "countIf(isNotNull(gold_in_context)), countIf(gold_in_context = true), "
+        "count(groundedness), avg(groundedness), stddevSamp(groundedness) "
+        f"FROM {labels} FINAL WHERE {' AND '.join(where)} GROUP BY release, b ORDER BY release, b", params)
+    out = []
+    nm = len(FAILURE_MODES)
+    for row in rows:
+        rel, start, n = str(row[0]), as_utc(row[1]), int(row[2])
+        counts = [int(c) for c in row[3:3 + nm]]
+        judged, abstained, gic_n, gic_k, g_n, g_mean, g_sd = row[3 + nm:]
+        out.append(Bucket(
+            release=rel, start=start, end=start + step, n=n,
+            modes={m: rate(c, n) for m, c in zip(FAILURE_MODES, counts, strict=True)},
+            abstention=rate(int(abstained), int(judged)),
+            gold_in_context=rate(int(gic_k), int(gic_n)),
+            groundedness=mean(int(g_n), None if g_mean is None else float(g_mean),
+                              None if g_sd is None else float(g_sd)),
+        ))
+    # in order of first appearance (a baseline before its candidate), then by name
+    releases = tuple(sorted({b.release for b in out},
+                            key=lambda r: (min(b.start for b in out if b.release == r), r)))
+    return Series(manifest_id, bucket, step, releases, tuple(out))

@@ -1,0 +1,310 @@
+"""Which traces `/traces` lists: the filters, the two sort orders, keyset paging and the row shape.
+
+A listing joins two tables: ``queries`` (one row per trace: time, release, service, route, query
+text) and ``labels`` under one labeller manifest (failure mode, confidence, gold in context,
+generation verdict, groundedness). Labels of different manifests are never mixed: the listing
+names its manifest, the most recently labelled one unless the caller picks another.
+
+The engine does the filtering, ordering and paging; Python receives one page of ids, then the
+display columns of exactly those rows. Paging is by keyset (the last row's sort key travels in an
+opaque cursor), so page 1,000 costs what page 1 costs and a trace arriving meanwhile does not shift
+the pages. Every value is a server-side parameter.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from ragtrace_review.errors import ReviewError
+from ragtrace_store import FAILURE_MODES, GENERATION_VERDICTS, Store, TraceFilter, as_utc
+from ragtrace_store.traces import query_condition
+
+__all__ = ["SORTS", "ManifestInfo", "TraceListQuery", "TracePage", "TraceRow", "filter_options",
+           "incomplete_column", "list_manifests", "list_traces"]
+
+SORTS = ("time", "confidence")
+MAX_LIMIT = 200
+#: ordering key of a label without confidence: after every real value (confidence is in [0, 1])
+_NO_CONFIDENCE_ASC, _NO_CONFIDENCE_DESC = 2.0, -1.0
+
+
+@dataclass(frozen=True)
+class TraceListQuery:
+    """What to list. None means "any" for every filter.
+
+    ``since`` is inclusive, ``until`` exclusive (aware UTC; naive means UTC). ``text`` matches the
+    query text case-insensitively as a plain substring. ``mode``, ``generation`` and
+    ``gold_in_context`` filter on the label of ``manifest_id`` (the caller resolves the default);
+    ``gold_in_context`` is "yes", "no" or "unknown" (no gold known). ``incomplete`` needs the
+    store to record completeness (`incomplete_column`). ``sort`` is "time" (newest first when
+    ``descending``) or "confidence" (lowest first unless ``descending``; only labelled traces).
+    """
+
+    tenant: str
+    release: str | None = None
+    service: str | None = None
+    route: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    text: str | None = None
+    manifest_id: str | None = None
+    mode: str | None = None
+    generation: str | None = None
+    gold_in_context: str | None = None
+    incomplete: bool | None = None
+    sort: str = "time"
+    descending: bool = True
+    cursor: str | None = None
+    limit: int = 50
+
+    def __post_init__(self) -> None:
+        if self.sort not in SORTS:
+            raise ReviewError(f"sort {self.sort!r}: use one of {', '.join(SORTS)}")
+        if self.mode is not None and self.mode not in FAILURE_MODES:
+            raise ReviewError(f"failure mode {self.mode!r}: use one of {', '.join(FAILURE_MODES)}")
+        if self.generation is not None and self.generation not in GENERATION_VERDICTS:
+            raise ReviewError(f"generation {self.generation!r}: use one of {', '.join(GENERATION_VERDICTS)}")
+        if self.gold_in_context not in (None, "yes", "no", "unknown"):
+            raise ReviewError(f"gold in context {self.gold_in_context!r}: use yes, no or unknown")
+        if not 1 <= self.limit <= MAX_LIMIT:
+            raise ReviewError(f"limit must be between 1 and {MAX_LIMIT}, got {self.limit}")
+        if self.text is not None and len(self.text) > 500:
+            raise ReviewError("the text search is longer than 500 characters; shorten it")
+
+    @property
+    def label_filtered(self) -> bool:
+        return self.mode is not None or self.generation is not None or self.gold_in_context is not None
+
+
+@dataclass(frozen=True)
+class TraceRow:
+    """One listed trace; label fields are None when the trace has no label under the manifest
+    (and ``groundedness`` also when it is undefined: abstentions, claim-less answers)."""
+
+    trace_id: str
+    start_time: datetime | None
+    release: str
+    service: str
+    route: str
+    query: str
+    labelled: bool
+    failure_mode: str | None = None
+    confidence: float | None = None
+    gold_in_context: bool | None = None
+    groundedness: float | None = None
+    generation: str | None = None
+
+
+@dataclass(frozen=True)
+class TracePage:
+    rows: tuple[TraceRow, ...]
+    #: traces matching the filters (all pages)
+    total: int
+    #: the cursor of the next page, None on the last page
+    next_cursor: str | None
+    query: TraceListQuery
+    incomplete_supported: bool = False
+
+
+@dataclass(frozen=True)
+class ManifestInfo:
+    manifest_id: str
+    labels: int
+    labelled_at: datetime | None
+    #: a one-line summary of the manifest (labeller kinds, model ids, formula version)
+    summary: str = ""
+    manifest: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+# --- cursors -------------------------------------------------------------------------------------------
+def _encode_cursor(sort: str, descending: bool, key: float | int, trace_id: str) -> str:
+    raw = json.dumps([sort, descending, key, trace_id], separators=(",", ":")).encode("utf-8")
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def _decode_cursor(cursor: str, sort: str, descending: bool) -> tuple[float | int, str]:
+    """(sort key, trace id) of the row before the page; a cursor of another order is refused, as
+    its key would mean nothing in this one."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        c_sort, c_desc, key, trace_id = json.loads(raw)
+    except (ValueError, TypeError, binascii.Error):
+        raise ReviewError("the page cursor is not valid; start again from the first page") from None
+    if c_sort != sort or c_desc != descending:
+        raise ReviewError("the page cursor belongs to another sort order; start again from the first page")
+    if not isinstance(trace_id, str) or isinstance(key, bool) or not isinstance(key, int | float):
+        raise ReviewError("the page cursor is not valid; start again from the first page")
+    return key, trace_id
+
+
+# --- what the store can say ----------------------------------------------------------------------------
+_INCOMPLETE_CACHE: dict[tuple[int, str], str | None] = {}
+
+
+def incomplete_column(store: Store) -> str | None:
+    """The SQL expression (1 = incomplete) of a trace's completeness in ``queries``, or None when
+    this store's schema does not record it: a Bool ``incomplete`` column, or an array of reasons
+    ``incomplete_reasons``. Asked once per store and database (the schema changes only when the
+    serving process migrates, at start)."""
+    key = (id(store), store.database)
+    if key not in _INCOMPLETE_CACHE:
+        rows = store.query_rows(
+            "SELECT name FROM system.columns WHERE database = {db:String} AND table = 'queries' "
+            "AND name IN ('incomplete', 'incomplete_reasons')", {"db": store.database})
+        names = {str(r[0]) for r in rows}
+        _INCOMPLETE_CACHE[key] = ("incomplete" if "incomplete" in names
+                                  else "notEmpty(incomplete_reasons)" if "incomplete_reasons" in names else None)
+    return _INCOMPLETE_CACHE[key]
+
+
+def list_manifests(store: Store, tenant: str) -> list[ManifestInfo]:
+    """The labeller manifests that labelled this tenant's traces, most recently used first."""
+    rows = store.query_rows(
+        f"SELECT l.manifest_id, l.n, l.at, m.manifest FROM (SELECT manifest_id, count() AS n, max(labelled_at) AS at "
+        f"FROM {store.table('labels')} WHERE tenant = {{tenant:String}} GROUP BY manifest_id) AS l "
+        f"LEFT JOIN (SELECT manifest_id, any(manifest) AS manifest FROM {store.table('manifests')} "
+        "GROUP BY manifest_id) AS m ON m.manifest_id = l.manifest_id ORDER BY l.at DESC, l.manifest_id",
+        {"tenant": tenant})
+    out = []
+    for manifest_id, n, at, text in rows:
+        try:
+            manifest = json.loads(text) if text else {}
+        except ValueError:
+            manifest = {}
+        out.append(ManifestInfo(str(manifest_id), int(n), as_utc(at) if at else None,
+                                manifest_summary(manifest) if isinstance(manifest, dict) else "",
+                                manifest if isinstance(manifest, dict) else {}))
+    return out
+
+
+def manifest_summary(manifest: dict[str, Any]) -> str:
+    """A line a person can read: which labellers (kind, model), which formulas."""
+    parts = []
+    for role in ("grounding_labeller", "relevance_labeller"):
+        lab = manifest.get(role)
+        if isinstance(lab, dict):
+            kind, model = lab.get("kind"), lab.get("model_id")
+            parts.append(f"{role.split('_')[0]}: {kind or '?'}" + (f" ({model})" if model else ""))
+    if manifest.get("formula_version"):
+        parts.append(f"formulas {manifest['formula_version']}")
+    return "; ".join(parts)
+
+
+def filter_options(store: Store, tenant: str) -> dict[str, list[str]]:
+    """The releases, services and routes of the tenant's traces (at most 200 of each), for the filter form."""
+    rows = store.query_rows(
+        "SELECT groupUniqArray(200)(release), groupUniqArray(200)(service), groupUniqArray(200)(route) "
+        f"FROM {store.table('queries')} WHERE tenant = {{tenant:String}}", {"tenant": tenant})
+    releases, services, routes = rows[0] if rows else ([], [], [])
+    return {"releases": sorted(map(str, releases)), "services": sorted(map(str, services)),
+            "routes": sorted(str(r) for r in routes if r)}
+
+
+# --- the listing ---------------------------------------------------------------------------------------
+def list_traces(store: Store, q: TraceListQuery) -> TracePage:
+    """One page of traces matching ``q`` (see `TraceListQuery`), with the total count."""
+    incomplete = incomplete_column(store)
+    if q.incomplete is not None and incomplete is None:
+        raise ReviewError("this store does not record whether a trace is complete; drop the incomplete filter")
+    if (q.label_filtered or q.sort == "confidence") and q.manifest_id is None:
+        return TracePage((), 0, None, q, incomplete is not None)  # nothing is labelled yet
+    flt = TraceFilter(tenant=q.tenant, service=q.service, release=q.release, route=q.route, since=q.since,
+                      until=q.until)
+    qwhere, params = flt.conditions()
+    # the roots that are queries, as read_traces decides it (not a retriever called on its own)
+    qwhere.append(query_condition(store, flt))
+    if q.text:
+        qwhere.append("positionCaseInsensitiveUTF8(query, {text:String}) > 0")
+        params["text"] = q.text
+    if q.incomplete is not None and incomplete is not None:
+        qwhere.append(f"{incomplete} = {{incomplete:Bool}}")
+        params["incomplete"] = q.incomplete
+    lwhere = ["tenant = {tenant:String}", "manifest_id = {manifest:String}"]
+    params["manifest"] = q.manifest_id or ""
+    if q.mode is not None:
+        lwhere.append("failure_mode = {mode:String}")
+        params["mode"] = q.mode
+    if q.generation is not None:
+        lwhere.append("generation = {generation:String}")
+        params["generation"] = q.generation
+    if q.gold_in_context is not None:
+        lwhere.append("isNull(gold_in_context)" if q.gold_in_context == "unknown"
+                      else "gold_in_context = {gic:Bool}")
+        params["gic"] = q.gold_in_context == "yes"
+    queries, labels = store.table("queries"), store.table("labels")
+    label_set = f"SELECT trace_id FROM {labels} FINAL WHERE {' AND '.join(lwhere)}"
+    n = q.limit + 1  # one more than shown: whether there is a next page
+
+    if q.sort == "time":
+        where = list(qwhere)
+        if q.label_filtered:
+            where.append(f"trace_id IN ({label_set})")
+        page_where = list(where)
+        if q.cursor:
+            ms, after = _decode_cursor(q.cursor, "time", q.descending)
+            page_where.append(f"(start_time, trace_id) {'<' if q.descending else '>'} "
+                              "(fromUnixTimestamp64Milli({c_key:Int64}, 'UTC'), {c_id:String})")
+            params.update(c_key=int(ms), c_id=after)
+        direction = "DESC" if q.descending else "ASC"
+        ids = store.query_rows(
+            f"SELECT trace_id, toUnixTimestamp64Milli(start_time) FROM {queries} FINAL "
+            f"WHERE {' AND '.join(page_where)} ORDER BY start_time {direction}, trace_id {direction} LIMIT {n}",
+            params)
+        total = int(store.query_rows(f"SELECT count() FROM {queries} FINAL WHERE {' AND '.join(where)}",
+                                     params)[0][0])
+    else:
+        none = _NO_CONFIDENCE_DESC if q.descending else _NO_CONFIDENCE_ASC
+        lwhere.append(f"trace_id IN (SELECT trace_id FROM {queries} FINAL WHERE {' AND '.join(qwhere)})")
+        base = (f"SELECT trace_id, ifNull(confidence, {none}) AS ck FROM {labels} FINAL "
+                f"WHERE {' AND '.join(lwhere)}")
+        page_sql = f"SELECT trace_id, ck FROM ({base})"
+        if q.cursor:
+            key, after = _decode_cursor(q.cursor, "confidence", q.descending)
+            page_sql += f" WHERE (ck, trace_id) {'<' if q.descending else '>'} ({{c_key:Float64}}, {{c_id:String}})"
+            params.update(c_key=float(key), c_id=after)
+        direction = "DESC" if q.descending else "ASC"
+        ids = store.query_rows(f"{page_sql} ORDER BY ck {direction}, trace_id {direction} LIMIT {n}", params)
+        total = int(store.query_rows(f"SELECT count() FROM ({base})", params)[0][0])
+
+    shown = ids[: q.limit]
+    next_cursor = (_encode_cursor(q.sort, q.descending, shown[-1][1], str(shown[-1][0]))
+                   if len(ids) > q.limit else None)
+    rows = _rows(store, q.tenant, q.manifest_id, [str(r[0]) for r in shown])
+    return TracePage(tuple(rows), total, next_cursor, q, incomplete is not None)
+
+
+def _rows(store: Store, tenant: str, manifest_id: str | None, ids: Sequence[str]) -> list[TraceRow]:
+    """The display columns of exactly these traces, in this order."""
+    if not ids:
+        return []
+    params: dict[str, Any] = {"tenant": tenant, "ids": list(ids), "manifest": manifest_id or ""}
+    found = {str(r[0]): r for r in store.query_rows(
+        f"SELECT trace_id, start_time, release, service, route, query FROM {store.table('queries')} FINAL "
+        "WHERE tenant = {tenant:String} AND trace_id IN {ids:Array(String)}", params)}
+    labels = {str(r[0]): r for r in store.query_rows(
+        f"SELECT trace_id, failure_mode, confidence, gold_in_context, groundedness, generation "
+        f"FROM {store.table('labels')} FINAL WHERE tenant = {{tenant:String}} AND manifest_id = {{manifest:String}} "
+        "AND trace_id IN {ids:Array(String)}", params)} if manifest_id else {}
+    out = []
+    for trace_id in ids:
+        qrow, lrow = found.get(trace_id), labels.get(trace_id)
+        row = TraceRow(trace_id=trace_id, start_time=as_utc(qrow[1]) if qrow else None,
+                       release=str(qrow[2]) if qrow else "", service=str(qrow[3]) if qrow else "",
+                       route=str(qrow[4]) if qrow else "", query=str(qrow[5]) if qrow else "",
+                       labelled=lrow is not None)
+        if lrow is not None:
+            row = replace(row, failure_mode=str(lrow[1]), confidence=lrow[2], gold_in_context=lrow[3],
+                          groundedness=lrow[4], generation=str(lrow[5]) or None)
+        out.append(row)
+    return out
+
+
+def utc_iso(dt: datetime) -> str:
+    """``2026-01-31T12:00:00Z``: the form the filter links carry."""
+    return as_utc(dt).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

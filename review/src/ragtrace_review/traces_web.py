@@ -1,0 +1,126 @@
+"""``/traces`` (the filtered, paged list) and ``/traces/{trace_id}`` (one trace in full), with the
+button that puts a trace into a review queue.
+
+Same login, tenant and Content-Security-Policy as ``/review`` (`ragtrace_review.pages`). Viewers
+read both pages; only reviewers may queue a trace. ``/traces/{trace_id}`` is the address other
+tools link to (the compare report's movers).
+"""
+
+# No `from __future__ import annotations`: FastAPI resolves the dependency annotations defined
+# inside `mount` at runtime (see web.py).
+
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import RedirectResponse, Response
+
+from ragtrace_review import auth
+from ragtrace_review.errors import ReviewError
+from ragtrace_review.pages import TRACES, Pages, blank, quote, time_bound, url
+from ragtrace_review.queues import add_trace, latest_manifest, queue_names, reviewers_per_item
+from ragtrace_review.trace_list import (
+    TraceListQuery,
+    filter_options,
+    incomplete_column,
+    list_manifests,
+    list_traces,
+)
+from ragtrace_review.trace_page import trace_page_view
+from ragtrace_store import FAILURE_MODES, GENERATION_VERDICTS, Store
+
+#: the query parameters of /traces, in the order links carry them
+FILTERS = ("release", "service", "route", "since", "until", "mode", "generation", "gold_in_context", "incomplete",
+           "q", "manifest", "sort", "order", "limit")
+
+
+def trace_url(trace_id: str, manifest: str | None = None) -> str:
+    return url(f"{TRACES}/{quote(trace_id)}", {"manifest": manifest})
+
+
+def mount(app: FastAPI, pages: Pages) -> None:
+    """Add ``/traces`` and ``/traces/{trace_id}`` to ``app``."""
+    StoreDep = Annotated[Store, Depends(pages.get_store)]
+    SessionDep = Annotated[auth.Session, Depends(pages.current)]
+    PostSessionDep = Annotated[auth.Session, Depends(pages.check_csrf)]
+
+    @app.get(TRACES, include_in_schema=False)
+    def traces_page(request: Request, session: SessionDep, store: StoreDep) -> Response:
+        tenant = session.reviewer.tenant
+        raw = {k: blank(request.query_params.get(k)) for k in (*FILTERS, "cursor")}
+        manifests = list_manifests(store, tenant)
+        manifest = raw["manifest"] or (manifests[0].manifest_id if manifests else None)
+        sort = raw["sort"] or "time"
+        order = raw["order"] or ("desc" if sort == "time" else "asc")
+        error, page = None, None
+        try:
+            if order not in ("asc", "desc"):
+                raise ReviewError(f"order {order!r}: use asc or desc")
+            if raw["incomplete"] not in (None, "yes", "no"):
+                raise ReviewError(f"incomplete {raw['incomplete']!r}: use yes or no")
+            limit = raw["limit"] or "50"
+            if not limit.isdigit():
+                raise ReviewError(f"limit {limit!r}: give a number of rows")
+            query = TraceListQuery(
+                tenant=tenant, release=raw["release"], service=raw["service"], route=raw["route"],
+                since=time_bound(raw["since"], "since"), until=time_bound(raw["until"], "until"),
+                text=raw["q"], manifest_id=manifest, mode=raw["mode"], generation=raw["generation"],
+                gold_in_context=raw["gold_in_context"],
+                incomplete=None if raw["incomplete"] is None else raw["incomplete"] == "yes",
+                sort=sort, descending=order == "desc", cursor=raw["cursor"], limit=int(limit))
+            page = list_traces(store, query)
+        except (ReviewError, ValueError) as exc:
+            error = str(exc)
+        params = {k: raw[k] for k in FILTERS}
+        params["manifest"] = raw["manifest"]  # the default stays implicit, so links follow new audits
+        return pages.page(
+            "traces.html", session, 400 if error else 200, page=page, error=error, params=params,
+            options=filter_options(store, tenant), manifests=manifests, manifest=manifest, sort=sort, order=order,
+            incomplete_supported=incomplete_column(store) is not None,
+            next_url=url(TRACES, {**params, "cursor": page.next_cursor}) if page and page.next_cursor else None,
+            first_url=url(TRACES, params) if raw["cursor"] else None,
+            sort_url=lambda s, o: url(TRACES, {**params, "sort": s, "order": o}),
+            trace_url=lambda t: trace_url(t, raw["manifest"]),
+            modes=FAILURE_MODES, generations=GENERATION_VERDICTS)
+
+    @app.get(TRACES + "/{trace_id}", include_in_schema=False)
+    def trace_page(trace_id: str, session: SessionDep, store: StoreDep, manifest: str | None = None,
+                   queued: str | None = None, already: str | None = None) -> Response:
+        tenant = session.reviewer.tenant
+        view = trace_page_view(store, tenant=tenant, trace_id=trace_id, manifest_id=blank(manifest))
+        if not view.found and trace_id != trace_id.lower():
+            # OpenTelemetry ids are lower-case hex in the store; a pasted id may not be
+            view = trace_page_view(store, tenant=tenant, trace_id=trace_id.lower(), manifest_id=blank(manifest))
+        if not view.found:
+            return pages.error(session, 404, f"No trace {trace_id!r} in tenant {tenant!r} (or its root span has "
+                                             "not arrived yet).")
+        return pages.page("trace.html", session, page=view, queued=blank(queued), already=already == "1",
+                          list_url=url(TRACES, {"manifest": blank(manifest)}),
+                          manifest_url=lambda m: trace_url(view.trace_id, m))
+
+    @app.post(TRACES + "/{trace_id}/queue", include_in_schema=False)
+    async def queue_trace(trace_id: str, request: Request, session: PostSessionDep, store: StoreDep) -> Response:
+        reviewer = session.reviewer
+        if not reviewer.can_review:
+            return pages.error(session, 403, "Viewers cannot put traces into review queues; ask a reviewer.")
+        form = await request.form()
+        name = str(form.get("new_queue") or "").strip() or str(form.get("queue") or "").strip()
+        manifest = blank(str(form.get("manifest") or "")) or latest_manifest(store, reviewer.tenant)
+        view = trace_page_view(store, tenant=reviewer.tenant, trace_id=trace_id, manifest_id=manifest)
+        if view.label is None:
+            return pages.error(session, 400, "This trace has no label under that manifest, so there is nothing "
+                                             "to review yet: run `ragtrace audit` first.")
+        try:
+            k_text = str(form.get("reviewers") or "2")
+            if not k_text.isdigit():
+                raise ReviewError(f"reviewers per item {k_text!r}: give a number")
+            if name in queue_names(store, tenant=reviewer.tenant):
+                k = reviewers_per_item(store, tenant=reviewer.tenant, queue=name)
+            else:
+                k = int(k_text)
+            added = add_trace(store, name, view.label, tenant=reviewer.tenant, reviewers=k,
+                              description=f"traces queued by hand from {TRACES}")
+        except ReviewError as exc:
+            return pages.error(session, 400, str(exc))
+        target = url(f"{TRACES}/{quote(trace_id)}", {"manifest": manifest, "queued": name,
+                                                     "already": None if added else "1"})
+        return RedirectResponse(target, status_code=303)
