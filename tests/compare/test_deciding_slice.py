@@ -46,7 +46,7 @@ def test_answers_that_fell_with_the_evidence() -> None:
     assert ds["statement"].startswith(FELL)
     assert ds["lost"]["n"] == 61 and ds["held"]["n"] == 338
     assert ds["lost"]["baseline_mean"] == pytest.approx(0.84) and ds["lost"]["candidate_mean"] == pytest.approx(0.49)
-    assert ds["lost"]["ci"]["bca"][1] < 0
+    assert ds["lost"]["ci"]["percentile"][1] < 0
     assert "0.840 → 0.490" in ds["statement"] and "338 whose state held" in ds["statement"]
 
 
@@ -60,7 +60,7 @@ def test_answers_that_did_not_move_point_at_the_labels(tmp_path: Path, capsys: p
     assert ds["verdict"] == "labels" and ds["statement"].startswith(LABELS)
     assert ds["lost"]["n"] == 60 and ds["held"]["n"] == 240
     # a fall this small may even be "significant" on 60 queries; it is not a fall that matters
-    lo = ds["lost"]["ci"]["bca"][0]
+    lo = ds["lost"]["ci"]["percentile"][0]
     assert lo > -0.05 and abs(ds["lost"]["delta"]) < 0.01 and ds["min_change"] == 0.05
     # the same verdict in the terminal, under the tripped gate, and in the HTML
     pa, pb = write_jsonl(tmp_path / "a.jsonl", base), write_jsonl(tmp_path / "b.jsonl", cand)
@@ -80,7 +80,7 @@ def test_a_wide_interval_is_undetermined() -> None:
     for r, b, move in zip(cand[:6], base[:6], (-0.3, 0.3, -0.3, 0.3, -0.3, 0.2), strict=True):
         r["score"] = min(1.0, max(0.0, b["score"] + move))
     ds = _compare(base, cand).to_json()["deciding_slice"]
-    lo, hi = ds["lost"]["ci"]["bca"]
+    lo, hi = ds["lost"]["ci"]["percentile"]
     assert lo < -0.05 < 0 < hi and ds["verdict"] == "undetermined" and ds["statement"].startswith("undetermined")
 
 

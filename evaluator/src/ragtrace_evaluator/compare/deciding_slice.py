@@ -9,7 +9,7 @@ in the candidate (``lost``), beside those whose state held (``held``):
 - both groups' mean end-to-end score in each release (the mean of ``pass`` when no record has a
   score) and the paired change, as statistics ``slice:lost`` / ``slice:held`` of the one paired
   bootstrap (a mean over a subset is a ratio of sums), so each change has its intervals;
-- the verdict, from the lost queries' change Δ and its interval (BCa, else percentile), with
+- the verdict, from the lost queries' change Δ and its percentile interval, with
   ``min_change`` (0.05 on the 0-1 score, the comparison's ``--min-change``) as the smallest fall
   that matters:
 
@@ -20,7 +20,11 @@ in the candidate (``lost``), beside those whose state held (``held``):
     for an interval.
 
   Significance alone would call a fall of 0.006 "fell" on a large enough slice; the floor keeps
-  the verdict about answers that moved.
+  the verdict about answers that moved. The percentile interval decides rather than BCa: the
+  slice is often a handful of queries with scores of 0 or 1, where BCa's jackknife acceleration
+  swings its ends to the extremes (six queries falling 1 → 0 and one staying at 0 gave a BCa
+  interval reaching +0.000). When every replicate is equal (every lost query kept its exact
+  score) the change has no spread and the interval is the point itself.
 
 The verdict is reported when a gate on a gold-in-context metric trips (recall@k, gold_in_context,
 …); the numbers are in the JSON either way.
@@ -107,9 +111,10 @@ class DecidingSlice:
 
 
 def _interval(r: PairedBootstrapResult) -> tuple[float, float] | None:
-    for iv in (r.bca, r.percentile):
-        if iv.defined:
-            return iv.low, iv.high
+    if r.percentile.defined:
+        return r.percentile.low, r.percentile.high
+    if r.standard_error == 0.0 and np.isfinite(r.delta) and r.n_baseline >= 2:
+        return r.delta, r.delta  # every replicate equal: no spread around the change
     return None
 
 
@@ -128,7 +133,8 @@ def deciding_slice(p: Pairing, run: BootstrapRun, gates: Sequence[GateResult], *
                f"{mean(lost, 'baseline')} → {mean(lost, 'candidate')}")
     iv = _interval(lost)
     if iv is not None:
-        numbers += f" (Δ {lost.delta:+.3f}, {lost.confidence_level:.0%} CI [{iv[0]:+.3f}, {iv[1]:+.3f}])"
+        numbers += (f" (Δ {lost.delta:+.3f}, {lost.confidence_level:.0%} CI [{iv[0]:+.3f}, {iv[1]:+.3f}]"
+                    f"{', every replicate equal' if iv[0] == iv[1] else ''})")
     numbers += (f"; the {int(held.n_baseline)} whose state held: {mean(held, 'baseline')} → "
                 f"{mean(held, 'candidate')}")
     if lost.n_baseline == 0:
