@@ -74,6 +74,16 @@ DOCUMENT_METADATA: Final = "document.metadata"  # a JSON string
 # identifiable when content is truncated or omitted.
 DOCUMENT_CONTENT_HASH: Final = "document.content_hash"
 
+# Chunk provenance: where a chunk sits in its source document, so gold labels kept as evidence
+# spans in source documents re-resolve against every build's chunks (a re-chunking must not
+# manufacture a recall drop). These are keys of the document's ``document.metadata`` JSON object —
+# OpenInference's free-form document metadata — not span attributes, so instrumentation that knows
+# nothing of ragtrace carries them wherever it carries metadata. Offsets are characters of the
+# source's text from 0, start inclusive, end exclusive: ``source_text[start:end]`` is the chunk.
+PROVENANCE_SOURCE_ID: Final = "ragtrace.source.id"  # the source document's id
+PROVENANCE_START: Final = "ragtrace.source.start"  # int
+PROVENANCE_END: Final = "ragtrace.source.end"  # int
+
 # --- ragtrace additions ----------------------------------------------------------------------
 QUERY_ID: Final = "ragtrace.query.id"  # optional stable id, joins with gold labels
 GOLD_DOCUMENT_IDS: Final = "ragtrace.gold.document_ids"  # string array of known-relevant ids

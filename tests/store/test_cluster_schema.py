@@ -234,6 +234,7 @@ def test_sharding_keys_and_replication_paths_are_unchanged() -> None:
         "spans": by_trace, "queries": by_trace, "documents": by_trace, "passages": "cityHash64(content_hash)",
         "gold": "cityHash64(query_id, trace_id)", "feedback": by_trace, "manifests": "cityHash64(manifest_id)",
         "labels": by_trace, "reference_answers": "cityHash64(query_id, trace_id)",
+        "gold_spans": "cityHash64(query_id)",
         **{t: "cityHash64(tenant)" for t in ("reviewers", "review_sessions", "review_queues", "review_items",
                                              "review_assignments", "review_decisions", "compare_reports")},
     }

@@ -160,7 +160,7 @@ def test_older_records_without_later_fields_read() -> None:
                                  "passage_id": None}]}},
      "'generation.claims[0].verdict' is 'abstained', not one of entailed, neutral, contradicted"),
     ({"retrieval": {"gold_in_pool": True, "gold_in_context": True, "n_gold": 1, "gold_source": "oracle"}},
-     "'retrieval.gold_source' is 'oracle', not one of span, qrels, labeller, none"),
+     "'retrieval.gold_source' is 'oracle', not one of span, evidence, qrels, labeller, none"),
     ({"score_basis": "vibes"}, "'score_basis' is 'vibes', not one of reference, grounding"),
     ({"pass": "yes"}, "'pass' must be true or false, got 'yes'"),
     ({"score": 7}, "'score' is in [0, 1], got 7"),

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ragtrace import semconv
 from ragtrace_examples.corpus import Corpus
 from ragtrace_examples.faults import ABSTENTION
 
@@ -41,6 +42,13 @@ class Chunk:
     text: str
     start: int  # character span in the document
     end: int
+
+    def metadata(self) -> dict[str, Any]:
+        """What the retriever reports with the chunk: its title, and its provenance (the source
+        document and the character span it was cut from) under the wire names of `ragtrace.semconv`,
+        so evidence-span gold re-resolves against whatever chunking this release uses."""
+        return {"title": self.title, semconv.PROVENANCE_SOURCE_ID: self.doc_id,
+                semconv.PROVENANCE_START: self.start, semconv.PROVENANCE_END: self.end}
 
 
 @dataclass(frozen=True)
@@ -113,7 +121,7 @@ class Bm25Retriever:
             if score <= 0:
                 continue
             c = self.chunks[int(idx)]
-            out.append(ScoredChunk(c.id, c.text, float(score), c.doc_id, {"title": c.title}))
+            out.append(ScoredChunk(c.id, c.text, float(score), c.doc_id, c.metadata()))
         return out
 
 

@@ -99,8 +99,15 @@ class Corpus:
         raise KeyError(f"no golden question {query_id!r} in this corpus")
 
     # --- persistence ------------------------------------------------------------------------
+    def evidence_spans(self) -> list[dict[str, Any]]:
+        """Each question's evidence sentence as a span of its document, in the JSON Lines shape
+        ``ragtrace labels import`` reads: gold that holds for any chunking of the corpus."""
+        return [{"query_id": q.id, "source_id": q.doc_id, "start": q.evidence_start, "end": q.evidence_end}
+                for q in self.questions]
+
     def save(self, folder: str | Path) -> Path:
-        """Write ``documents.jsonl``, ``questions.jsonl``, ``qrels.txt`` (TREC) and ``corpus.json``."""
+        """Write ``documents.jsonl``, ``questions.jsonl``, ``qrels.txt`` (TREC, by document id: the
+        chunk ids of an unsplit build), ``evidence.jsonl`` (evidence spans) and ``corpus.json``."""
         out = Path(folder)
         out.mkdir(parents=True, exist_ok=True)
         with open(out / "documents.jsonl", "w", encoding="utf-8") as fh:
@@ -112,6 +119,9 @@ class Corpus:
         with open(out / "qrels.txt", "w", encoding="utf-8") as fh:
             for q in self.questions:
                 fh.write(f"{q.id} 0 {q.doc_id} 1\n")
+        with open(out / "evidence.jsonl", "w", encoding="utf-8") as fh:
+            for span in self.evidence_spans():
+                fh.write(json.dumps(span) + "\n")
         meta = {"format": FORMAT_VERSION, "seed": self.seed, "documents": len(self.documents),
                 "questions": len(self.questions)}
         (out / "corpus.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")

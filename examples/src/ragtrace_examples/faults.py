@@ -48,6 +48,7 @@ __all__ = [
     "baseline_release",
     "candidate_release",
     "injected_faults",
+    "rechunked_release",
 ]
 
 
@@ -89,13 +90,16 @@ class Release:
     name: str
     plan: Mapping[str, Fault] = field(default_factory=dict)
     description: str = ""
+    #: documents this release's chunker re-cuts without losing anything (doc id -> offset): a benign
+    #: chunking change, which renames the chunks that chunk-id gold points at (see `rechunked_release`)
+    rechunk: Mapping[str, int] = field(default_factory=dict)
 
     def fault(self, query_id: str | None) -> Fault | None:
         return self.plan.get(query_id) if query_id else None
 
     def split_documents(self, corpus: Corpus) -> dict[str, int]:
         """Documents the chunker splits, and where: doc id -> character offset of the evidence sentence."""
-        out: dict[str, int] = {}
+        out: dict[str, int] = dict(self.rechunk)
         for q in corpus.questions:
             if self.plan.get(q.id) is Fault.CHUNK_SPLIT:
                 out[q.doc_id] = q.evidence_start
@@ -145,6 +149,30 @@ def candidate_release(corpus: Corpus, name: str = "v2", *, rates: Mapping[Fault,
         at += n
     desc = ", ".join(f"{f.value} {rates.get(f, 0.0):.0%}" for f in Fault)
     return Release(name=name, plan=plan, description=f"faults injected: {desc}")
+
+
+def rechunked_release(corpus: Corpus, name: str = "v2", *, share: float = 0.3, seed: int = 0,
+                      plan: Mapping[str, Fault] | None = None) -> Release:
+    """A release whose chunker re-cuts a seeded ``share`` of the answering documents *after* their
+    evidence sentence: the head chunk ``<doc>#0`` still names the entity and holds the evidence, so
+    retrieval finds what it found before — but the chunk ids change (``<doc>`` becomes ``<doc>#0``),
+    so gold kept as chunk ids of the old build no longer matches. ``plan`` adds injected faults
+    (documents a fault splits are not re-cut). Documents whose evidence is their last sentence are
+    left alone (nothing to cut after it)."""
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"share {share}: give the share of documents to re-cut, between 0 and 1")
+    plan = dict(plan or {})
+    faulted = {corpus.question(q).doc_id for q, f in plan.items() if f is Fault.CHUNK_SPLIT}
+    eligible = []
+    for q in corpus.questions:
+        doc = corpus.document(q.doc_id)
+        after = [s for s in doc.sentence_starts if s >= q.evidence_end]
+        if after and q.doc_id not in faulted:
+            eligible.append((q.doc_id, after[0]))
+    random.Random(f"rechunk:{seed}").shuffle(eligible)
+    cuts = dict(eligible[: round(share * len(eligible))])
+    return Release(name=name, plan=plan, rechunk=cuts,
+                   description=f"re-chunked {len(cuts)} documents after their evidence; {len(plan)} faults")
 
 
 def injected_faults(release: Release) -> list[InjectedFault]:

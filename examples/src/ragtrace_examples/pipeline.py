@@ -59,7 +59,8 @@ class RagPipeline:
     """retrieve (``pool_size`` BM25 candidates) → rerank → the first ``top_k`` go to the generator."""
 
     def __init__(self, corpus: Corpus, release: Release, *, encoder: MiniLMEncoder | None = None,
-                 generator: str | Generator = "extractive", pool_size: int = 10, top_k: int = 3) -> None:
+                 generator: str | Generator = "extractive", pool_size: int = 10, top_k: int = 3,
+                 record_gold: bool = True) -> None:
         if pool_size < top_k or top_k < 1:
             raise ValueError(f"pool_size={pool_size}, top_k={top_k}: need 1 <= top_k <= pool_size")
         self.corpus = corpus
@@ -87,13 +88,16 @@ class RagPipeline:
             q.id: (chunk_containing(self.chunks, q.doc_id, q.evidence_start),) for q in corpus.questions
         }
         self._questions = {q.id: q for q in corpus.questions}
+        # False: the traces carry no gold ids, so the audit's gold comes from imported labels
+        # (evidence spans or chunk-id qrels), as it does for a service that knows nothing of them
+        self.record_gold = record_gold
         self._local = threading.local()
 
     # --- public ----------------------------------------------------------------------------
     def ask(self, question: str, query_id: str | None = None) -> Answer:
         """Answer one question; ``query_id`` names a golden question (its gold is then recorded)."""
         self._local.state = {}
-        gold = list(self.gold[query_id]) if query_id in self.gold else None
+        gold = list(self.gold[query_id]) if self.record_gold and query_id in self.gold else None
         text = self.answer(question, query_id=query_id, gold_ids=gold)
         state: dict[str, Any] = self._local.state
         return Answer(answer=text, query_id=query_id, context_ids=tuple(state.get("context", ())),

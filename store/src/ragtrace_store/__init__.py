@@ -18,6 +18,7 @@ from ragtrace_store.client import (
 from ragtrace_store.clock import as_utc, parse_duration, parse_time_bound, utc_now
 from ragtrace_store.errors import StoreError, StoreLockedError
 from ragtrace_store.filters import TraceFilter
+from ragtrace_store.gold_spans import GoldSpan, GoldSpanError, read_gold_spans, read_span_lines, write_gold_spans
 from ragtrace_store.labels import (
     CLAIM_VERDICTS,
     FAILURE_MODES,
@@ -67,6 +68,8 @@ __all__ = [
     "GenerationRecord",
     "GenerationVerdict",
     "GoldSource",
+    "GoldSpan",
+    "GoldSpanError",
     "LabelError",
     "LabelRecord",
     "Migration",
@@ -87,9 +90,12 @@ __all__ = [
     "open_store",
     "parse_duration",
     "parse_time_bound",
+    "read_gold_spans",
     "read_label_lines",
     "read_labels",
+    "read_span_lines",
     "utc_now",
+    "write_gold_spans",
     "write_label_lines",
     "write_labels",
 ]

@@ -115,6 +115,8 @@ class GoldSource(StrEnum):
     """Where a query's gold (relevant) set came from, in the order the audit prefers them."""
 
     SPAN = "span"
+    #: evidence spans in source documents (`ragtrace_store.GoldSpan`), resolved to this trace's chunks
+    EVIDENCE = "evidence"
     QRELS = "qrels"
     LABELLER = "labeller"
     NONE = "none"
