@@ -193,3 +193,41 @@ def test_100_candidates_through_a_stock_sdk_are_incomplete_and_intact_with_the_l
     rec = lc.record(raised)
     assert rec.complete and rec.incomplete_reasons == ()
     assert ids(rec.retrieved) == many and ids(rec.context) == many[:3]
+
+
+ABSTAIN = "I cannot answer this from the provided documents."
+#: planted faults: (what the retriever returns, what the rerank step keeps, the answer) -> mode
+FAULTS = {
+    "ok": (NAMES, ["gold", "salt", "freeze"], GOOD),
+    "rank_inversion": (NAMES, ["salt", "freeze", "everest"], "Salt water boils at a slightly higher temperature."),
+    "retrieval_gap": ([n for n in NAMES if n != "gold"], ["salt", "everest"], "It boils at about 70 degrees."),
+    "under_use": (NAMES, ["gold", "salt"], ABSTAIN),
+    "fabrication": (NAMES, ["gold", "salt"], "Water boils at 90 degrees Celsius at sea level."),
+}
+
+
+def test_the_audit_finds_each_planted_fault_and_reports_incomplete_traces_apart(lc: Collector,
+                                                                               tmp_path: Any) -> None:
+    from ragtrace_evaluator.audit.run import run_audit
+
+    with instrumented(lc, "lc-audit") as (tp, seen):
+        for mode, (names, order, answer) in FAULTS.items():
+            chain = rag(Fixed(names=names), answer, order)
+            lc.traced(tp, seen, lambda c=chain, m=mode: c.invoke(QUERY, config={"metadata": {"query_id": f"lc-{m}"}}))
+    with instrumented(lc, "lc-audit") as (tp, seen):  # and one that lost attributes on the way
+        many = [*NAMES, *(f"c{i:03d}" for i in range(92))]
+        chain = rag(Fixed(names=many), GOOD, ["gold"])
+        lc.traced(tp, seen, lambda: chain.invoke(QUERY, config={"metadata": {"query_id": "lc-lost"}}))
+    now = datetime.now(UTC)
+    lc.store.insert("gold", [(lc.tenant, f"lc-{m}", "", "gold", 1, "qrels", now) for m in [*FAULTS, "lost"]],
+                    ["tenant", "query_id", "trace_id", "doc_id", "relevance", "source", "added_at"])
+    report = run_audit(lc.store, tenant=lc.tenant, release="lc-audit", labeller="offline", relevance_labeller=None,
+                       per_trace=tmp_path / "labels.jsonl", return_records=True)
+    got = {r["query_id"]: r for r in report["records"]}
+    assert {q: r["failure_mode"] for q, r in got.items()} == {**{f"lc-{m}": m for m in FAULTS},
+                                                             "lc-lost": "incomplete"}
+    lost = got["lc-lost"]
+    assert lost["incomplete_reasons"] and lost["gold_in_pool"] is None and lost["generation"] is None
+    assert report["incomplete"]["count"] == 1 and report["incomplete"]["trace_ids"] == [lost["trace_id"]]
+    assert set(report["incomplete"]["reasons"]) >= {"dropped_attributes"}
+    assert report["failure_modes"]["ok"]["n"] == len(FAULTS)  # the modes are over the complete traces

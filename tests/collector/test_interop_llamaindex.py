@@ -199,3 +199,36 @@ def test_100_candidates_through_a_stock_sdk_are_incomplete_and_intact_with_the_l
     rec = li.record(raised)
     assert rec.complete and ids(rec.retrieved) == many and ids(rec.reranked) == many[:3]
     assert ids(rec.context) == many[:3]
+
+
+ABSTAIN = "I cannot answer this from the provided documents."
+#: planted faults: (what the retriever returns, what the reranker keeps, the answer) -> mode
+FAULTS = {
+    "ok": (NAMES, ["gold", "salt"], GOOD),
+    "rank_inversion": (NAMES, ["salt", "everest"], "Salt water boils at a slightly higher temperature."),
+    "retrieval_gap": ([n for n in NAMES if n != "gold"], ["everest", "salt"], "It boils at about 70 degrees."),
+    "under_use": (NAMES, ["gold", "freeze"], ABSTAIN),
+    "fabrication": (NAMES, ["gold", "freeze"], "Water boils at 90 degrees Celsius at sea level."),
+}
+
+
+def test_the_audit_finds_each_planted_fault_with_query_ids_from_metadata(li: Collector, tmp_path: Any) -> None:
+    from datetime import UTC, datetime
+
+    from openinference.instrumentation import using_metadata
+
+    from ragtrace_evaluator.audit.run import run_audit
+
+    def run(mode: str, names: list[str], order: list[str], answer: str) -> None:
+        with using_metadata({"query_id": f"li-{mode}"}):  # OpenInference's way to tag a trace
+            engine(EventRerank(order=order), names=names, answer=answer).query(QUERY)
+
+    with instrumented(li, "li-audit") as (tp, seen):
+        for mode, (names, order, answer) in FAULTS.items():
+            li.traced(tp, seen, lambda m=mode, n=names, o=order, a=answer: run(m, n, o, a))
+    now = datetime.now(UTC)
+    li.store.insert("gold", [(li.tenant, f"li-{m}", "", "gold", 1, "qrels", now) for m in FAULTS],
+                    ["tenant", "query_id", "trace_id", "doc_id", "relevance", "source", "added_at"])
+    report = run_audit(li.store, tenant=li.tenant, release="li-audit", labeller="offline", relevance_labeller=None,
+                       per_trace=tmp_path / "labels.jsonl", return_records=True)
+    assert {r["query_id"]: r["failure_mode"] for r in report["records"]} == {f"li-{m}": m for m in FAULTS}

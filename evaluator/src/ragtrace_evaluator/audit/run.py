@@ -179,15 +179,23 @@ def label_batch(records: Sequence[Any], *, grounding: GroundingLabeller | None,
                 relevance: RelevanceLabeller | None, sources: dict[str, GoldSource],
                 manifest_id: str) -> list[LabelRecord]:
     """Per-trace label records of one batch (grounding is batched across traces)."""
-    evidence = [evidence_for(r, sources.get(r.trace_id), relevance) for r in records]
+    # An incomplete trace (lost attributes or a stage) is not labelled at all: its own outcome,
+    # with its reasons, never a failure mode read off a pool or context that may be wrong.
+    evidence = [evidence_for(r, sources.get(r.trace_id), relevance) if r.complete else None for r in records]
     judged: list[GroundingResult | None] = [None] * len(records)
     if grounding is not None:
-        todo = [i for i, r in enumerate(records) if r.answer is not None]
+        todo = [i for i, r in enumerate(records) if r.answer is not None and r.complete]
         results = grounding.judge_many([(records[i].answer, _passages(records[i].context)) for i in todo])
         for i, res in zip(todo, results, strict=True):
             judged[i] = res
     out = []
     for rec, ev, gen in zip(records, evidence, judged, strict=True):
+        if ev is None:
+            out.append(LabelRecord.incomplete(
+                trace_id=rec.trace_id, query_id=rec.query_id, release=rec.release, service=rec.service,
+                manifest_id=manifest_id, reasons=rec.incomplete_reasons, n_gold=len(rec.gold_ids),
+                gold_source=sources.get(rec.trace_id, GoldSource.NONE)))
+            continue
         lab = label_trace(ev, gen, answer=rec.answer, reference=rec.reference)
         out.append(lab.to_record(trace_id=rec.trace_id, query_id=rec.query_id, release=rec.release,
                                  service=rec.service, manifest_id=manifest_id))
