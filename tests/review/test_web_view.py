@@ -8,7 +8,6 @@ import json
 import math
 import re
 import statistics
-import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
@@ -25,10 +24,9 @@ from ragtrace_review.agreement import wilson
 from ragtrace_review.errors import ReviewError
 from ragtrace_review.queues import enqueue, get_item, list_decisions, list_items, queue_names
 from ragtrace_review.series import dashboard_series
-from ragtrace_review.trace_list import TraceListQuery, incomplete_column, list_traces
+from ragtrace_review.trace_list import TraceListQuery, list_traces
 from ragtrace_review.web import SESSION_COOKIE, mount
-from ragtrace_store import FAILURE_MODES, Store
-from ragtrace_store.client import Store as StoreClass
+from ragtrace_store import FAILURE_MODES, LABEL_COLUMNS, LabelRecord, Store, label_row
 from ragtrace_store.compare_reports import latest_compare_report, save_compare_report
 
 from .rows import HOSTILE, SAMPLE_CLAIMS, label_record, sample_trace, write_trace
@@ -306,35 +304,42 @@ def test_the_traces_page_over_http(client: TestClient, store: Store, tenant: str
     assert sorted(seen) == sorted(r["trace_id"] for r in listing) and len(seen) == len(set(seen))
     # bad input is a 400 with the reason, never a 500
     for bad, reason in (("sort=size", "sort"), ("mode=boring", "failure mode"), ("since=yesterday", "--since"),
-                        ("limit=0", "limit"), ("cursor=%25%25", "cursor"), ("incomplete=yes", "does not record")):
+                        ("limit=0", "limit"), ("cursor=%25%25", "cursor"), ("incomplete=maybe", "incomplete")):
         r = client.get(f"/traces?{bad}", headers=HTML)
         assert r.status_code == 400 and reason in r.text, bad
-    assert 'name="incomplete"' not in page.text  # this store does not record completeness
 
 
-def test_incomplete_filter_where_the_store_records_it(store: Store, tenant: str) -> None:
-    """A store whose `queries` has an `incomplete` column: its own database in the shared engine."""
-    db = f"web_incomplete_{uuid.uuid4().hex[:8]}"
-    other = StoreClass(store.client, db, location=store.location, embedded=True)
-    other.lock = store.lock
-    try:
-        other.migrate()
-        assert incomplete_column(other) is None
-        other.command(f"ALTER TABLE {db}.queries ADD COLUMN incomplete Bool DEFAULT false")
-        from ragtrace_review import trace_list
+def put_incomplete(store: Store, tenant: str, trace_id: str, *, when: datetime, release: str = "r1") -> None:
+    """A trace the audit found incomplete: its queries row and its label of outcome ``incomplete``."""
+    put(store, tenant, trace_id, when=when, release=release, mode=None)
+    rec = LabelRecord.incomplete(trace_id=trace_id, query_id=f"q-{trace_id}", release=release, service="svc",
+                                 manifest_id=MANIFEST, reasons=["dropped_attributes: span rerank lost 12"])
+    store.insert("labels", [label_row(rec, tenant=tenant, trace_time=when, labelled_at=when)], LABEL_COLUMNS)
 
-        trace_list._INCOMPLETE_CACHE.clear()  # the schema changed under a live process (a migration)
-        assert incomplete_column(other) == "incomplete"
-        for i in range(4):
-            put(other, tenant, f"inc-{i}", when=T0 + timedelta(minutes=i), mode=None)
-        other.command(f"ALTER TABLE {db}.queries UPDATE incomplete = true WHERE trace_id IN ('inc-1', 'inc-3') "
-                      "SETTINGS mutations_sync = 1")
-        got = list_traces(other, TraceListQuery(tenant=tenant, incomplete=True))
-        assert [r.trace_id for r in got.rows] == ["inc-3", "inc-1"] and got.incomplete_supported
-        assert [r.trace_id for r in list_traces(other, TraceListQuery(tenant=tenant, incomplete=False)).rows] == [
-            "inc-2", "inc-0"]
-    finally:
-        store.command(f"DROP DATABASE IF EXISTS {db}")
+
+def test_incomplete_traces_are_their_own_outcome_everywhere(client: TestClient, store: Store, tenant: str) -> None:
+    for i in range(4):
+        put(store, tenant, f"{tenant}-c{i}", when=T0 + timedelta(minutes=i), mode="fabrication" if i else "ok")
+    put_incomplete(store, tenant, f"{tenant}-inc", when=T0 + timedelta(minutes=9))
+    got = list_traces(store, TraceListQuery(tenant=tenant, manifest_id=MANIFEST, incomplete=True))
+    assert [r.trace_id for r in got.rows] == [f"{tenant}-inc"] and got.rows[0].failure_mode == "incomplete"
+    complete = list_traces(store, TraceListQuery(tenant=tenant, manifest_id=MANIFEST, incomplete=False))
+    assert [r.trace_id for r in complete.rows] == [f"{tenant}-c{i}" for i in (3, 2, 1, 0)]
+    # the dashboard: modes are shares of the complete traces, the incomplete share is its own panel
+    (b,) = dashboard_series(store, tenant=tenant, manifest_id=MANIFEST).buckets
+    assert (b.n, b.modes["fabrication"].k, b.modes["fabrication"].n) == (5, 3, 4)
+    assert (b.incomplete.k, b.incomplete.n) == (1, 5)
+    _, token = auth.add_reviewer(store, "ina", tenant=tenant)
+    csrf = login(client, token, "/dashboard")
+    dash = client.get("/dashboard", headers=HTML).text
+    (href,) = re.findall(r'id="panel-incomplete".*?<a class="point" href="([^"]+)"', dash, re.S)
+    assert "incomplete=yes" in href and _ids(client.get(href.replace("&amp;", "&"), headers=HTML).text) == [
+        f"{tenant}-inc"]
+    page = client.get(f"/traces/{tenant}-inc", headers=HTML).text
+    assert 'id="trace-mode">incomplete' in page and "dropped_attributes: span rerank lost 12" in page
+    assert '<button type="submit" id="enqueue-button" disabled>' in page
+    r = client.post(f"/traces/{tenant}-inc/queue", data={"csrf_token": csrf, "new_queue": "inc-q"})
+    assert r.status_code == 400 and "incomplete" in r.text and "inc-q" not in queue_names(store, tenant=tenant)
 
 
 # --- /traces/{trace_id} ---------------------------------------------------------------------------------

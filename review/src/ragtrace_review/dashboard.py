@@ -92,8 +92,14 @@ def panels(series: Series, link: Callable[..., str]) -> list[Panel]:
                     link(b, mode=mode))
         return pick
 
-    out = [draw(f"mode-{mode}", f"{mode.replace('_', ' ')} rate", "share of labelled traces", lines(mode_point(mode)))
-           for mode in FAILURE_MODES]
+    out = [draw(f"mode-{mode}", f"{mode.replace('_', ' ')} rate", "share of complete labelled traces",
+                lines(mode_point(mode))) for mode in FAILURE_MODES]
+    if any(b.incomplete.k for b in series.buckets):  # shown only where the audit found any
+        out.append(draw("incomplete", "incomplete", "share of labelled traces that lost attributes or a stage "
+                        "(no failure mode)", lines(
+            lambda b: (b.incomplete.value, b.incomplete.low, b.incomplete.high,
+                       _rate_title(b.release, b.start.strftime(fmt), "incomplete", b.incomplete,
+                                   f"the {b.incomplete.k} incomplete traces"), link(b, incomplete="yes")))))
     out.append(draw("abstention", "abstention rate", "share of judged answers that abstained", lines(
         lambda b: (b.abstention.value, b.abstention.low, b.abstention.high,
                    _rate_title(b.release, b.start.strftime(fmt), "abstained", b.abstention,

@@ -488,6 +488,9 @@ def add_trace(store: Store, queue: str, label: LabelRecord, *, tenant: str, revi
     _validate_queue_name(queue)
     if not 1 <= reviewers <= 50:
         raise ReviewError(f"reviewers (K per item) must be between 1 and 50, got {reviewers}")
+    if label.is_incomplete:
+        raise ReviewError("this trace is incomplete: it has no failure mode to confirm or correct, so it is "
+                          "not reviewed (as `enqueue` leaves such traces out)")
     existing_queue = _queue_row(store, tenant, queue)
     if get_item(store, tenant=tenant, queue=queue, trace_id=label.trace_id) is not None:
         return False

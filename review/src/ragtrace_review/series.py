@@ -5,10 +5,11 @@ One labeller manifest at a time (labels of different manifests are never pooled)
 aggregates (one GROUP BY over the ``labels`` table); Python only turns counts into intervals:
 
 * rates are k of n with Wilson score intervals (`ragtrace_review.agreement.wilson`), well-behaved
-  at 0 and n. The denominators differ on purpose: failure modes count every labelled trace;
-  abstention counts the answers that were judged (``generation`` set); gold-in-context counts the
-  traces whose gold set is known (``gold_in_context`` not NULL). A rate with n = 0 is undefined
-  (None), never 0.
+  at 0 and n. The denominators differ on purpose: failure modes count the labelled traces that
+  are complete (an ``incomplete`` trace has no mode, as in the audit's own summary); the
+  incomplete rate counts every labelled trace; abstention counts the answers that were judged
+  (``generation`` set); gold-in-context counts the traces whose gold set is known
+  (``gold_in_context`` not NULL). A rate with n = 0 is undefined (None), never 0.
 * groundedness is a mean over the answers where it is defined (abstentions and claim-less
   answers have none), with a normal-approximation interval (mean ± 1.96 · sd/√n, clipped to
   [0, 1]); undefined for n = 0, and its interval for n < 2.
@@ -23,7 +24,7 @@ from statistics import NormalDist
 
 from ragtrace_review.agreement import wilson
 from ragtrace_review.errors import ReviewError
-from ragtrace_store import FAILURE_MODES, Store, TraceFilter, as_utc
+from ragtrace_store import FAILURE_MODES, FailureMode, Store, TraceFilter, as_utc
 
 __all__ = ["BUCKETS", "Bucket", "Mean", "Rate", "Series", "dashboard_series"]
 
@@ -62,9 +63,12 @@ class Bucket:
     release: str
     start: datetime
     end: datetime
-    #: labelled traces in the bucket
+    #: labelled traces in the bucket, incomplete ones included
     n: int
+    #: failure modes over the complete labelled traces
     modes: dict[str, Rate]
+    #: incomplete traces over every labelled trace
+    incomplete: Rate
     abstention: Rate
     gold_in_context: Rate
     groundedness: Mean
@@ -122,7 +126,8 @@ def dashboard_series(store: Store, *, tenant: str, manifest_id: str | None, rele
         raise ReviewError(f"the labelled traces span {(as_utc(last) - as_utc(first)).days} days: more than "
                           f"{MAX_BUCKETS} {bucket}s; choose bucket=day or a shorter window (since/until)")
     interval = "INTERVAL 1 DAY" if bucket == "day" else "INTERVAL 1 HOUR"
-    modes = ", ".join(f"countIf(failure_mode = '{m}')" for m in FAILURE_MODES)  # fixed names, not input
+    # fixed names from the labels contract, not input
+    modes = ", ".join(f"countIf(failure_mode = '{m}')" for m in (*FAILURE_MODES, FailureMode.INCOMPLETE.value))
     rows = store.query_rows(
         f"SELECT release, toStartOfInterval(trace_time, {interval}, 'UTC') AS b, count(), {modes}, "
         "countIf(generation != ''), countIf(generation = 'abstained'), "
@@ -130,14 +135,15 @@ def dashboard_series(store: Store, *, tenant: str, manifest_id: str | None, rele
         "count(groundedness), avg(groundedness), stddevSamp(groundedness) "
         f"FROM {labels} FINAL WHERE {' AND '.join(where)} GROUP BY release, b ORDER BY release, b", params)
     out = []
-    nm = len(FAILURE_MODES)
+    nm = len(FAILURE_MODES) + 1
     for row in rows:
         rel, start, n = str(row[0]), as_utc(row[1]), int(row[2])
-        counts = [int(c) for c in row[3:3 + nm]]
+        *counts, n_incomplete = (int(c) for c in row[3:3 + nm])
         judged, abstained, gic_n, gic_k, g_n, g_mean, g_sd = row[3 + nm:]
         out.append(Bucket(
             release=rel, start=start, end=start + step, n=n,
-            modes={m: rate(c, n) for m, c in zip(FAILURE_MODES, counts, strict=True)},
+            modes={m: rate(c, n - n_incomplete) for m, c in zip(FAILURE_MODES, counts, strict=True)},
+            incomplete=rate(n_incomplete, n),
             abstention=rate(int(abstained), int(judged)),
             gold_in_context=rate(int(gic_k), int(gic_n)),
             groundedness=mean(int(g_n), None if g_mean is None else float(g_mean),

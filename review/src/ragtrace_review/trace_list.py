@@ -1,9 +1,11 @@
 """Which traces `/traces` lists: the filters, the two sort orders, keyset paging and the row shape.
 
 A listing joins two tables: ``queries`` (one row per trace: time, release, service, route, query
-text) and ``labels`` under one labeller manifest (failure mode, confidence, gold in context,
-generation verdict, groundedness). Labels of different manifests are never mixed: the listing
-names its manifest, the most recently labelled one unless the caller picks another.
+text) and ``labels`` under one labeller manifest (failure mode or the ``incomplete`` outcome,
+confidence, gold in context, generation verdict, groundedness). Labels of different manifests are
+never mixed: the listing names its manifest, the most recently labelled one unless the caller
+picks another. Whether a trace is incomplete (lost attributes or a stage) is what the audit
+recorded for it under that manifest: an incomplete trace's label has outcome ``incomplete``.
 
 The engine does the filtering, ordering and paging; Python receives one page of ids, then the
 display columns of exactly those rows. Paging is by keyset (the last row's sort key travels in an
@@ -22,11 +24,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ragtrace_review.errors import ReviewError
-from ragtrace_store import FAILURE_MODES, GENERATION_VERDICTS, Store, TraceFilter, as_utc
+from ragtrace_store import FAILURE_MODES, GENERATION_VERDICTS, FailureMode, Store, TraceFilter, as_utc
 from ragtrace_store.traces import query_condition
 
 __all__ = ["SORTS", "ManifestInfo", "TraceListQuery", "TracePage", "TraceRow", "filter_options",
-           "incomplete_column", "list_manifests", "list_traces"]
+           "list_manifests", "list_traces"]
 
 SORTS = ("time", "confidence")
 MAX_LIMIT = 200
@@ -41,8 +43,8 @@ class TraceListQuery:
     ``since`` is inclusive, ``until`` exclusive (aware UTC; naive means UTC). ``text`` matches the
     query text case-insensitively as a plain substring. ``mode``, ``generation`` and
     ``gold_in_context`` filter on the label of ``manifest_id`` (the caller resolves the default);
-    ``gold_in_context`` is "yes", "no" or "unknown" (no gold known). ``incomplete`` needs the
-    store to record completeness (`incomplete_column`). ``sort`` is "time" (newest first when
+    ``gold_in_context`` is "yes", "no" or "unknown" (no gold known); ``incomplete`` True keeps
+    the traces labelled incomplete, False the labelled complete ones. ``sort`` is "time" (newest first when
     ``descending``) or "confidence" (lowest first unless ``descending``; only labelled traces).
     """
 
@@ -79,7 +81,8 @@ class TraceListQuery:
 
     @property
     def label_filtered(self) -> bool:
-        return self.mode is not None or self.generation is not None or self.gold_in_context is not None
+        return (self.mode is not None or self.generation is not None or self.gold_in_context is not None
+                or self.incomplete is not None)
 
 
 @dataclass(frozen=True)
@@ -109,7 +112,6 @@ class TracePage:
     #: the cursor of the next page, None on the last page
     next_cursor: str | None
     query: TraceListQuery
-    incomplete_supported: bool = False
 
 
 @dataclass(frozen=True)
@@ -144,25 +146,6 @@ def _decode_cursor(cursor: str, sort: str, descending: bool) -> tuple[float | in
 
 
 # --- what the store can say ----------------------------------------------------------------------------
-_INCOMPLETE_CACHE: dict[tuple[int, str], str | None] = {}
-
-
-def incomplete_column(store: Store) -> str | None:
-    """The SQL expression (1 = incomplete) of a trace's completeness in ``queries``, or None when
-    this store's schema does not record it: a Bool ``incomplete`` column, or an array of reasons
-    ``incomplete_reasons``. Asked once per store and database (the schema changes only when the
-    serving process migrates, at start)."""
-    key = (id(store), store.database)
-    if key not in _INCOMPLETE_CACHE:
-        rows = store.query_rows(
-            "SELECT name FROM system.columns WHERE database = {db:String} AND table = 'queries' "
-            "AND name IN ('incomplete', 'incomplete_reasons')", {"db": store.database})
-        names = {str(r[0]) for r in rows}
-        _INCOMPLETE_CACHE[key] = ("incomplete" if "incomplete" in names
-                                  else "notEmpty(incomplete_reasons)" if "incomplete_reasons" in names else None)
-    return _INCOMPLETE_CACHE[key]
-
-
 def list_manifests(store: Store, tenant: str) -> list[ManifestInfo]:
     """The labeller manifests that labelled this tenant's traces, most recently used first."""
     rows = store.query_rows(
@@ -209,11 +192,8 @@ def filter_options(store: Store, tenant: str) -> dict[str, list[str]]:
 # --- the listing ---------------------------------------------------------------------------------------
 def list_traces(store: Store, q: TraceListQuery) -> TracePage:
     """One page of traces matching ``q`` (see `TraceListQuery`), with the total count."""
-    incomplete = incomplete_column(store)
-    if q.incomplete is not None and incomplete is None:
-        raise ReviewError("this store does not record whether a trace is complete; drop the incomplete filter")
     if (q.label_filtered or q.sort == "confidence") and q.manifest_id is None:
-        return TracePage((), 0, None, q, incomplete is not None)  # nothing is labelled yet
+        return TracePage((), 0, None, q)  # nothing is labelled yet
     flt = TraceFilter(tenant=q.tenant, service=q.service, release=q.release, route=q.route, since=q.since,
                       until=q.until)
     qwhere, params = flt.conditions()
@@ -222,9 +202,6 @@ def list_traces(store: Store, q: TraceListQuery) -> TracePage:
     if q.text:
         qwhere.append("positionCaseInsensitiveUTF8(query, {text:String}) > 0")
         params["text"] = q.text
-    if q.incomplete is not None and incomplete is not None:
-        qwhere.append(f"{incomplete} = {{incomplete:Bool}}")
-        params["incomplete"] = q.incomplete
     lwhere = ["tenant = {tenant:String}", "manifest_id = {manifest:String}"]
     params["manifest"] = q.manifest_id or ""
     if q.mode is not None:
@@ -233,6 +210,9 @@ def list_traces(store: Store, q: TraceListQuery) -> TracePage:
     if q.generation is not None:
         lwhere.append("generation = {generation:String}")
         params["generation"] = q.generation
+    if q.incomplete is not None:
+        lwhere.append(f"failure_mode {'=' if q.incomplete else '!='} {{incomplete:String}}")
+        params["incomplete"] = FailureMode.INCOMPLETE.value
     if q.gold_in_context is not None:
         lwhere.append("isNull(gold_in_context)" if q.gold_in_context == "unknown"
                       else "gold_in_context = {gic:Bool}")
@@ -276,7 +256,7 @@ def list_traces(store: Store, q: TraceListQuery) -> TracePage:
     next_cursor = (_encode_cursor(q.sort, q.descending, shown[-1][1], str(shown[-1][0]))
                    if len(ids) > q.limit else None)
     rows = _rows(store, q.tenant, q.manifest_id, [str(r[0]) for r in shown])
-    return TracePage(tuple(rows), total, next_cursor, q, incomplete is not None)
+    return TracePage(tuple(rows), total, next_cursor, q)
 
 
 def _rows(store: Store, tenant: str, manifest_id: str | None, ids: Sequence[str]) -> list[TraceRow]:

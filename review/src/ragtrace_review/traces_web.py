@@ -21,7 +21,6 @@ from ragtrace_review.queues import add_trace, latest_manifest, queue_names, revi
 from ragtrace_review.trace_list import (
     TraceListQuery,
     filter_options,
-    incomplete_column,
     list_manifests,
     list_traces,
 )
@@ -75,7 +74,6 @@ def mount(app: FastAPI, pages: Pages) -> None:
         return pages.page(
             "traces.html", session, 400 if error else 200, page=page, error=error, params=params,
             options=filter_options(store, tenant), manifests=manifests, manifest=manifest, sort=sort, order=order,
-            incomplete_supported=incomplete_column(store) is not None,
             next_url=url(TRACES, {**params, "cursor": page.next_cursor}) if page and page.next_cursor else None,
             first_url=url(TRACES, params) if raw["cursor"] else None,
             sort_url=lambda s, o: url(TRACES, {**params, "sort": s, "order": o}),
