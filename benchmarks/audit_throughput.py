@@ -60,7 +60,7 @@ def build_traces(n: int, offset: int, *, answer_seed: int) -> list[Any]:
 
     if not DATA.exists():
         sys.exit(f"reference data not found at {DATA}: the benchmark needs ../shared/data/hotpotqa-dev500")
-    rows = [json.loads(line) for line in DATA.read_text().splitlines()]
+    rows = [json.loads(line) for line in DATA.read_text(encoding="utf-8").split("\n") if line.strip()]
     rng = random.Random(answer_seed)
     specs = []
     for i in range(n):

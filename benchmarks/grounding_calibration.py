@@ -325,7 +325,9 @@ def lm_generations(path: Path, cache: Path, generate: bool = True) -> dict[tuple
         questions = [json.loads(line) for line in fh]
     done: dict[tuple[str, str], str] = {}
     if cache.exists():
-        for line in cache.read_text(encoding="utf-8").splitlines():
+        for line in cache.read_text(encoding="utf-8").split("\n"):  # not splitlines(): U+2028 is text
+            if not line.strip():
+                continue
             row = json.loads(line)
             done[(row["kind"], row["question_id"])] = row["text"]
     todo = [(kind, q) for kind, limit in LM_LIMITS.items() for q in questions[:limit]

@@ -100,7 +100,8 @@ def parse_body(resp: httpx.Response) -> Any:
     """A response's JSON value, the list of its lines' values when it is NDJSON, else its text."""
     ctype = resp.headers.get("content-type", "")
     if "ndjson" in ctype or "jsonl" in ctype:
-        return [orjson.loads(line) for line in resp.content.splitlines() if line.strip()]
+        # b"\n" only: a JSON Lines record ends there and nowhere else (orjson writes U+2028 unescaped)
+        return [orjson.loads(line) for line in resp.content.split(b"\n") if line.strip()]
     if "json" in ctype and resp.content:
         return orjson.loads(resp.content)
     return resp.text or None

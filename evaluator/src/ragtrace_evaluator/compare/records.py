@@ -219,7 +219,9 @@ def load_jsonl(path: str | Path, name: str | None = None) -> LabelSet:
     except OSError as exc:
         raise CompareError(f"cannot read {p}: {exc.strerror or exc}") from exc
     labels = []
-    for i, line in enumerate(text.splitlines(), start=1):
+    # "\n" only: str.splitlines() also breaks at U+2028, U+0085 and other separators that JSON strings
+    # may hold unescaped (label records are written with ensure_ascii=False)
+    for i, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
