@@ -54,9 +54,16 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy -p ragtrace -p ragtrace_store -p ragtrace_collector -p ragtrace_evaluator -p ragtrace_review \
 	  -p ragtrace_cli -p ragtrace_examples
 
+# The OpenTelemetry JS client of tests/collector/test_interop_js.py, when Node.js is there (it is optional:
+# without npm that one test is skipped and says why).
+JS_CLIENT := tests/collector/js/node_modules/.package-lock.json
+$(JS_CLIENT): tests/collector/js/package-lock.json
+	@if command -v npm >/dev/null; then npm ci --prefix tests/collector/js --no-audit --no-fund --silent; \
+	else echo "no npm: tests/collector/test_interop_js.py will be skipped"; fi
+
 # make test runs the slow tests too (SmolLM2 as eRAG reader and as a served LLM judge, ~1 min);
 # a bare `pytest` skips them for a quick loop.
-pytest: $(STAMP) $(NATIVE)
+pytest: $(STAMP) $(NATIVE) $(JS_CLIENT)
 	RAGTRACE_SLOW_TESTS=1 $(PY) -m pytest
 	@echo "again under a non-UTC zone (clickhouse-connect reads naive datetimes as local time):"
 	TZ=Asia/Tokyo $(PY) -m pytest -q tests/store tests/review tests/audit
