@@ -24,7 +24,7 @@ variable                        meaning                                         
 ``RAGTRACE_MAX_EXPORT_BATCH``   spans per export request                               ``256``
 ``RAGTRACE_SCHEDULE_DELAY_MS``  longest wait before a partial batch is exported        ``1000``
 ``RAGTRACE_EXPORT_TIMEOUT_MS``  time budget of one export request including retries   ``10000``
-``RAGTRACE_SHUTDOWN_TIMEOUT_MS``  bound on the flush at shutdown / exit                ``5000``
+``RAGTRACE_SHUTDOWN_TIMEOUT_MS``  bound on the flush at shutdown / exit                ``1000``
 ==============================  =====================================================  ==================
 """
 
@@ -111,7 +111,8 @@ class Settings:
     max_export_batch: int = 256  # RAGTRACE_MAX_EXPORT_BATCH
     schedule_delay_s: float = 1.0  # RAGTRACE_SCHEDULE_DELAY_MS
     export_timeout_s: float = 10.0  # RAGTRACE_EXPORT_TIMEOUT_MS
-    shutdown_timeout_s: float = 5.0  # RAGTRACE_SHUTDOWN_TIMEOUT_MS
+    # RAGTRACE_SHUTDOWN_TIMEOUT_MS: a process must not hang at exit on an unreachable collector
+    shutdown_timeout_s: float = 1.0
 
 
 class _Unset:

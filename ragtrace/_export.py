@@ -7,8 +7,10 @@ records into flattened spans (``_flatten``) and hands them to a sink (OTLP/HTTP,
 
 Guarantees:
 - the queue is bounded: when full, new spans are dropped and counted (``stats().dropped_queue_full``);
-- a sink failure is counted (``dropped_export_failed``) and logged at most once a minute;
-- ``flush``/``shutdown`` wait at most their timeout;
+- a sink failure is counted (``dropped_export_failed``) and logged at most once a minute (the
+  OTLP sink also says its first failure at once, naming the endpoint);
+- ``flush``/``shutdown`` wait at most their timeout; ``shutdown`` then drops what is still queued
+  (``dropped_at_shutdown``) and says, in one warning, what this configuration did not export;
 - fork-safe: in a forked child the queue is emptied (the parent exports those spans), the counters
   restart from zero, a new worker starts on the child's first span and the sink reopens its
   connections.
@@ -60,6 +62,8 @@ class Stats:
     dropped_flatten_failed: int
     export_requests: int
     export_failures: int
+    #: spans still queued when ``shutdown()`` gave up waiting (its timeout passed)
+    dropped_at_shutdown: int = 0
 
 
 class ExportQueue:
@@ -87,6 +91,8 @@ class ExportQueue:
         self.dropped_flatten_failed = 0
         self.export_requests = 0
         self.export_failures = 0
+        self.dropped_at_shutdown = 0
+        self._inflight = 0  # spans of the batch the worker is exporting now
         _live_queues.add(self)
 
     # --- request path ------------------------------------------------------------------------
@@ -147,6 +153,7 @@ class ExportQueue:
             if not spans:
                 continue
             ok = False
+            self._inflight = len(spans)
             try:
                 ok = self._sink.export(spans)
                 if not ok:  # the OTLP sink has logged the details under the same key already
@@ -155,6 +162,7 @@ class ExportQueue:
             except Exception as exc:
                 log_once("export-failed", "ragtrace: exporting %d spans failed: %r", len(spans), exc)
             with self._lock:
+                self._inflight = 0
                 self.export_requests += 1
                 if ok:
                     self.exported += len(spans)
@@ -184,25 +192,47 @@ class ExportQueue:
         return not self._queue
 
     def shutdown(self, timeout_s: float) -> bool:
-        done = self.flush(timeout_s)
+        """Flush for at most ``timeout_s`` in all, then stop: what is still queued is dropped and
+        counted, and one warning says what this configuration did not export. True when
+        everything was exported."""
+        deadline = time.monotonic() + timeout_s
+        # most of the budget for the flush; the rest lets the worker see the sink close and count
+        # the batch it was sending
+        done = self.flush(max(0.0, timeout_s - min(0.1, timeout_s / 4)))
         with self._lock:
             self._stopping = True
             thread = self._thread
+            left = len(self._queue)
+            self._queue.clear()
+            self.dropped_at_shutdown += left
         self._wake.set()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(max(0.0, min(timeout_s, 1.0)))
         try:
+            # before the join: it ends the sink's retries, so the worker stops within the bound
             self._sink.shutdown()
         except Exception:
             log_once("sink-shutdown", "ragtrace: sink shutdown failed", exc_info=True)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(max(0.0, deadline - time.monotonic()))
         _live_queues.discard(self)
-        return done
+        with self._lock:
+            inflight = self._inflight if thread is not None and thread.is_alive() else 0
+        st = self.stats()
+        parts = [(left, "still queued"), (inflight, "being sent when it stopped"),
+                 (st.dropped_export_failed, "failed to export"), (st.dropped_queue_full, "dropped on a full queue"),
+                 (st.dropped_flatten_failed, "could not be encoded")]
+        lost = sum(n for n, _ in parts)
+        if lost:
+            where = getattr(self._sink, "url", None) or type(self._sink).__name__
+            _log.warning("ragtrace: %d spans of this run were not exported to %s (%s); shutdown waits at most "
+                         "%.1f s (RAGTRACE_SHUTDOWN_TIMEOUT_MS). ragtrace.stats() has the counts.", lost, where,
+                         ", ".join(f"{n} {what}" for n, what in parts if n), timeout_s)
+        return done and not left
 
     def stats(self) -> Stats:
         with self._lock:
             return Stats(self.exported, len(self._queue), self.dropped_queue_full,
                          self.dropped_export_failed, self.dropped_flatten_failed,
-                         self.export_requests, self.export_failures)
+                         self.export_requests, self.export_failures, self.dropped_at_shutdown)
 
     def _after_fork_in_child(self) -> None:
         # The worker thread does not exist in the child and the lock may have been held by it at
@@ -217,6 +247,7 @@ class ExportQueue:
         # Counters describe this process: the child starts from zero.
         self.exported = self.dropped_queue_full = self.dropped_export_failed = 0
         self.dropped_flatten_failed = self.export_requests = self.export_failures = 0
+        self.dropped_at_shutdown = self._inflight = 0
         try:
             self._sink.after_fork()
         except Exception:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import http.client
+import logging
 import ssl
 import struct
 import threading
@@ -28,6 +29,7 @@ from typing import Final
 from ragtrace._flatten import AttrValue, FlatEvent, FlatSpan
 from ragtrace._runtime import log_once
 
+_log = logging.getLogger("ragtrace")
 _VARINT_1: Final = [bytes((i,)) for i in range(128)]
 _pack_q = struct.Struct("<Q").pack
 _pack_d = struct.Struct("<d").pack
@@ -163,6 +165,7 @@ class OtlpHttpSink:
         self._timeout = timeout_s
         self._conn: http.client.HTTPConnection | None = None
         self._closing = threading.Event()
+        self._warned = False  # the first failure of this sink is said at once, loudly
 
     def _connection(self) -> http.client.HTTPConnection:
         if self._conn is None:
@@ -222,6 +225,14 @@ class OtlpHttpSink:
                         retry_after = max(0.0, float(retry_header))
                     except ValueError:
                         retry_after = None
+            if not self._warned:
+                # Said at the first failure, not when the retries give up: a short-lived process
+                # exits long before that, and must not end without a word (issue: a silent 6 s hang).
+                self._warned = True
+                _log.warning("ragtrace: cannot export spans to %s (%s). Is `ragtrace serve` (or another "
+                             "OTLP/HTTP collector) listening there? Set RAGTRACE_ENDPOINT or "
+                             "configure(endpoint=...). Retrying; spans that cannot be sent are dropped and "
+                             "counted in ragtrace.stats().", self.url, problem)
             attempt += 1
             backoff = retry_after if retry_after is not None else min(0.25 * 2 ** (attempt - 1), 8.0)
             remaining = deadline - time.monotonic()
@@ -230,8 +241,9 @@ class OtlpHttpSink:
                          "dropped. Counted in ragtrace.stats().", len(spans), self.url, problem)
                 return False
             if self._closing.wait(backoff):
-                log_once("export-failed", "ragtrace: shutting down while %s was failing (%s)",
-                         self.url, problem)
+                # shutdown's own warning counts these spans among what was not exported
+                log_once("export-closing", "ragtrace: shutting down while %s was failing (%s)",
+                         self.url, problem, level=logging.DEBUG)
                 return False
 
     def after_fork(self) -> None:

@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 SCOPE_NAME = "ragtrace"
 _lock = threading.Lock()
 _atexit_registered = False
+#: the queue of the configuration `shutdown()` stopped last: `stats()` reads it until the next
+#: `configure()`, so the counters of a finished run can still be read (at exit, in a test)
+_last_queue: ExportQueue | None = None
 
 
 def resource_attributes(settings: Settings, *, include_default_service: bool = True) -> dict[str, AttrValue]:
@@ -120,8 +123,10 @@ def configure(
         queue = ExportQueue(sink, Flattener(settings), max_queue_size=settings.max_queue_size,
                             max_batch=settings.max_export_batch, schedule_delay_s=settings.schedule_delay_s)
         runtime = rt.Runtime(settings, queue)
+    global _last_queue
     with _lock:
         old = rt.install(runtime)
+        _last_queue = None
         _register_atexit()
     if old is not None:
         old.queue.shutdown(old.settings.shutdown_timeout_s)
@@ -140,11 +145,15 @@ def _at_exit() -> None:
 
 
 def shutdown(timeout_s: float | None = None) -> bool:
-    """Flush queued spans (waiting at most ``timeout_s``, default RAGTRACE_SHUTDOWN_TIMEOUT_MS) and
-    stop tracing. True when everything queued was exported. Never raises."""
+    """Flush queued spans (waiting at most ``timeout_s``, default RAGTRACE_SHUTDOWN_TIMEOUT_MS: 1 s) and
+    stop tracing; what could not be exported in that time is dropped, counted in `stats()` and
+    named in one warning. True when everything queued was exported. Never raises."""
+    global _last_queue
     try:
         with _lock:
             old = rt.install(None)
+            if old is not None:
+                _last_queue = old.queue
         if old is None:
             return True
         return old.queue.shutdown(old.settings.shutdown_timeout_s if timeout_s is None else timeout_s)
@@ -166,11 +175,13 @@ def force_flush(timeout_s: float | None = None) -> bool:
 
 
 def stats() -> Stats:
-    """Export counters of the current configuration (all zero when not configured)."""
+    """Export counters of the current configuration; after `shutdown()`, those of the configuration
+    it stopped (until the next `configure()`); all zero when never configured."""
     runtime = rt.runtime()
-    if runtime is None:
-        return Stats(0, 0, 0, 0, 0, 0, 0)
-    return runtime.queue.stats()
+    if runtime is not None:
+        return runtime.queue.stats()
+    last = _last_queue
+    return last.stats() if last is not None else Stats(0, 0, 0, 0, 0, 0, 0)
 
 
 def active_settings() -> Settings | None:
