@@ -165,7 +165,7 @@ def _remote_audit(server: str, options: dict[str, Any], *, token: str | None, wa
 
 
 # --- ragtrace labels import ---------------------------------------------------------------------------
-KINDS = ("auto", "qrels", "references")
+KINDS = ("auto", "qrels", "references", "spans")
 
 
 class ReferenceFormatError(ValueError):
@@ -176,25 +176,36 @@ def _labels_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ragtrace labels", description="Gold labels for the audit.")
     sub = p.add_subparsers(dest="action", required=True)
     imp = sub.add_parser(
-        "import", help="import TREC qrels or reference answers keyed by ragtrace.query.id",
+        "import", help="import TREC qrels, evidence spans or reference answers keyed by ragtrace.query.id",
         description="Import TREC qrels ('query_id iteration doc_id relevance': the relevant documents, source "
         "'qrels') or reference answers (JSON Lines {\"query_id\": ..., \"reference\": \"...\"}: the correct "
-        "answer, which makes the audit score answers by correctness). query_id is the ragtrace.query.id "
-        "attribute of the root span. Re-importing replaces earlier judgements and references.")
-    imp.add_argument("file", metavar="FILE", help="TREC qrels file or reference answers (.jsonl)")
+        "answer, which makes the audit score answers by correctness) or evidence spans (JSON Lines "
+        "{\"query_id\": ..., \"source_id\": ..., \"start\": N, \"end\": M}: the evidence as character offsets "
+        "in a source document, resolved per trace to the chunks that overlap it, so it survives a re-chunking). "
+        "query_id is the ragtrace.query.id attribute of the root span. Re-importing replaces earlier "
+        "judgements, spans and references.")
+    imp.add_argument("file", metavar="FILE", help="TREC qrels file, evidence spans or reference answers (.jsonl)")
     imp.add_argument("--kind", choices=KINDS, default="auto",
-                     help="what FILE holds (default auto: JSON Lines are references, anything else qrels)")
+                     help="what FILE holds (default auto: JSON Lines with source_id are spans, other JSON Lines "
+                          "references, anything else qrels)")
     imp.add_argument("--store", help="embedded store directory or server URL (default: $RAGTRACE_STORE)")
     imp.add_argument("--tenant", default="default")
     return p
 
 
 def detect_kind(path: str | Path) -> str:
-    """'references' when the first non-blank line is a JSON object, else 'qrels'."""
+    """'spans' when the first non-blank line is a JSON object with a source_id, 'references' for
+    another JSON object, else 'qrels'."""
     with open(path, encoding="utf-8", errors="replace") as fh:
         for line in fh:
             if line.strip():
-                return "references" if line.lstrip().startswith("{") else "qrels"
+                if not line.lstrip().startswith("{"):
+                    return "qrels"
+                try:
+                    first = json.loads(line)
+                except ValueError:
+                    return "references"  # the reader then names the line and what is wrong with it
+                return "spans" if isinstance(first, dict) and "source_id" in first else "references"
     return "qrels"
 
 
@@ -237,16 +248,19 @@ def read_references(path: str | Path) -> dict[str, str]:
 def labels_main(argv: list[str]) -> int:
     args = _labels_parser().parse_args(argv)
     from ragtrace_evaluator.metrics.trec import TrecFormatError, read_qrels
+    from ragtrace_store import GoldSpanError, read_span_lines
 
     try:
         kind = detect_kind(args.file) if args.kind == "auto" else args.kind
-        qrels, refs = ({}, read_references(args.file)) if kind == "references" else (read_qrels(args.file), {})
+        spans = read_span_lines(args.file) if kind == "spans" else []
+        qrels, refs = (({}, read_references(args.file)) if kind == "references" else
+                       ({}, {}) if kind == "spans" else (read_qrels(args.file), {}))
     except FileNotFoundError:
         print(f"ragtrace labels import: {args.file}: no such file", file=sys.stderr)
         return 2
-    except (TrecFormatError, ReferenceFormatError) as exc:
+    except (TrecFormatError, ReferenceFormatError, GoldSpanError) as exc:
         if args.kind == "auto":
-            hint = f" (read as {kind}; give --kind qrels or --kind references if that is wrong)"
+            hint = f" (read as {kind}; give --kind qrels, --kind spans or --kind references if that is wrong)"
         else:
             looks = detect_kind(args.file)
             hint = "" if looks == kind else f" (the file looks like {looks}: use --kind {looks})"
@@ -256,7 +270,12 @@ def labels_main(argv: list[str]) -> int:
     if store is None:
         return EXIT_STORE
     with store:
-        if kind == "references":
+        if kind == "spans":
+            summary = import_spans(store, spans, tenant=args.tenant)
+            print(f"imported {summary['spans']} evidence spans ({summary['relevant']} relevant) in "
+                  f"{summary['sources']} source documents for {summary['queries']} queries into {store.location}; "
+                  f"{summary['matched_queries']} of those query ids match stored traces")
+        elif kind == "references":
             summary = import_references(store, refs, tenant=args.tenant)
             print(f"imported {summary['queries']} reference answers into {store.location}; "
                   f"{summary['matched_queries']} of those query ids match stored traces")
@@ -292,6 +311,18 @@ def import_references(store: Any, refs: dict[str, str], *, tenant: str = "defaul
         store.insert("reference_answers", rows[i : i + 50_000],
                      ["tenant", "query_id", "trace_id", "reference", "source", "added_at"])
     return {"queries": len(rows), "matched_queries": _matched_queries(store, tenant, list(refs))}
+
+
+def import_spans(store: Any, spans: list[Any], *, tenant: str = "default") -> dict[str, int]:
+    """Write evidence spans into ``gold_spans`` (source 'import', keyed by query id; a re-import of a
+    span replaces it). The audit resolves them per trace (`ragtrace_evaluator.audit.evidence`)."""
+    from ragtrace_store import write_gold_spans
+
+    write_gold_spans(store, spans, tenant=tenant)
+    queries = sorted({s.query_id for s in spans})
+    return {"spans": len(spans), "relevant": sum(1 for s in spans if s.relevance > 0),
+            "sources": len({s.source_id for s in spans}), "queries": len(queries),
+            "matched_queries": _matched_queries(store, tenant, queries)}
 
 
 def import_qrels(store: Any, qrels: dict[str, dict[str, int]], *, tenant: str = "default") -> dict[str, int]:

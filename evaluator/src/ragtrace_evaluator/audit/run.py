@@ -20,6 +20,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
+from ragtrace_evaluator.audit.evidence import POLICY as EVIDENCE_POLICY
+from ragtrace_evaluator.audit.evidence import resolve as resolve_spans
 from ragtrace_evaluator.audit.failure_modes import Evidence, label_trace
 from ragtrace_evaluator.audit.sampling import Candidate, SamplePlan, parse_shard, select, stratify_arg
 from ragtrace_evaluator.audit.summary import summarise
@@ -28,10 +30,12 @@ from ragtrace_evaluator.labellers.registry import make_grounding_labeller, make_
 from ragtrace_evaluator.manifest import build_manifest, store_manifest
 from ragtrace_store import (
     GoldSource,
+    GoldSpan,
     LabelRecord,
     TraceFilter,
     as_utc,
     parse_time_bound,
+    read_gold_spans,
     read_labels,
     write_label_lines,
     write_labels,
@@ -144,13 +148,23 @@ def _unique(ids: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(ids))
 
 
-def evidence_for(rec: Any, source: GoldSource | None, relevance: RelevanceLabeller | None) -> Evidence:
-    """Pool, final order, context and gold of one assembled trace; gold from the labeller if none stored."""
+def evidence_for(rec: Any, source: GoldSource | None, relevance: RelevanceLabeller | None,
+                 spans: Sequence[GoldSpan] = ()) -> Evidence:
+    """Pool, final order, context and gold of one assembled trace; gold from the labeller if none stored.
+
+    Gold, in order: ids on the trace's own spans; evidence ``spans`` of its query id resolved to the
+    chunks it saw (`ragtrace_evaluator.audit.evidence`: they survive a re-chunking, chunk-id qrels do
+    not); chunk-id qrels; the relevance labeller.
+    """
     pool_docs = {d.id: d for d in (*rec.retrieved, *rec.reranked, *rec.context)}
     ranked = rec.reranked or rec.retrieved or rec.context
     pool = _unique([d.id for d in (*rec.retrieved, *rec.reranked, *rec.context)])
     ctx = tuple(d.id for d in rec.context)
     ranked_ids = _unique([d.id for d in ranked])
+    if spans and not (rec.gold_ids and source is GoldSource.SPAN):
+        resolved = resolve_spans(spans, (*rec.retrieved, *rec.reranked, *rec.context))
+        if resolved is not None:
+            return Evidence(pool, ranked_ids, ctx, resolved.gold, GoldSource.EVIDENCE)
     if rec.gold_ids:
         return Evidence(pool, ranked_ids, ctx, frozenset(rec.gold_ids), source or GoldSource.SPAN)
     if relevance is None:
@@ -177,11 +191,14 @@ def evidence_for(rec: Any, source: GoldSource | None, relevance: RelevanceLabell
 
 def label_batch(records: Sequence[Any], *, grounding: GroundingLabeller | None,
                 relevance: RelevanceLabeller | None, sources: dict[str, GoldSource],
-                manifest_id: str) -> list[LabelRecord]:
-    """Per-trace label records of one batch (grounding is batched across traces)."""
+                manifest_id: str, spans: Mapping[str, Sequence[GoldSpan]] | None = None) -> list[LabelRecord]:
+    """Per-trace label records of one batch (grounding is batched across traces); ``spans`` are the
+    evidence-span gold by query id (`ragtrace_store.read_gold_spans`)."""
+    spans = spans or {}
     # An incomplete trace (lost attributes or a stage) is not labelled at all: its own outcome,
     # with its reasons, never a failure mode read off a pool or context that may be wrong.
-    evidence = [evidence_for(r, sources.get(r.trace_id), relevance) if r.complete else None for r in records]
+    evidence = [evidence_for(r, sources.get(r.trace_id), relevance, spans.get(r.query_id, ())) if r.complete
+                else None for r in records]
     judged: list[GroundingResult | None] = [None] * len(records)
     if grounding is not None:
         todo = [i for i, r in enumerate(records) if r.answer is not None and r.complete]
@@ -259,8 +276,8 @@ def run_audit(
         grounding=grounding.manifest() if grounding is not None else None,
         relevance=relevance.manifest() | {"threshold": relevance.threshold} if relevance is not None else None,
         stages=stages,
-        gold_policy=("span>qrels>labeller(reference=production answer if required)" if relevance is not None
-                     else "span>qrels"),
+        gold_policy=(f"span>{EVIDENCE_POLICY}>qrels"
+                     + (">labeller(reference=production answer if required)" if relevance is not None else "")),
     )
     mid = store_manifest(store, manifest)
 
@@ -277,7 +294,8 @@ def run_audit(
             t0 = time.perf_counter()
             records = list(store.read_traces(tenant=tenant, trace_ids=ids, with_content=True))
             sources = gold_sources(store, tenant, records)
-            out = label_batch(records, grounding=grounding, relevance=relevance, sources=sources,
+            spans = read_gold_spans(store, tenant=tenant, query_ids=[r.query_id for r in records])
+            out = label_batch(records, grounding=grounding, relevance=relevance, sources=sources, spans=spans,
                               manifest_id=mid)
             write_labels(store, out, tenant=tenant, trace_times={r.trace_id: r.start_time for r in records})
             new.update({o.trace_id: o for o in out})
