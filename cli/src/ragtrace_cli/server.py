@@ -66,6 +66,8 @@ class AuditOptions(BaseModel):
     stratify: str | None = Field(None, max_length=64)
     #: "i/n"
     shard: str | None = Field(None, max_length=32)
+    #: `ragtrace_evaluator.audit.sampling.SAMPLERS`; 1 reproduces samples of manifests that name none
+    sampler: Literal[1, 2] = 2
     stages: Literal["retrieval", "all"] = "all"
     labeller: str = Field("offline", max_length=1000)
     relevance_labeller: str | None = Field("offline", max_length=1000)

@@ -49,9 +49,13 @@ def canonical_json(obj: Any) -> str:
 
 
 def build_manifest(*, grounding: dict[str, Any] | None, relevance: dict[str, Any] | None,
-                   stages: str, gold_policy: str, code: dict[str, str | None] | None = None) -> dict[str, Any]:
-    """The manifest dict. ``grounding``/``relevance`` are the labellers' ``manifest()`` (None = not used)."""
-    return {
+                   stages: str, gold_policy: str, code: dict[str, str | None] | None = None,
+                   sampler: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The manifest dict. ``grounding``/``relevance`` are the labellers' ``manifest()`` (None = not used);
+    ``sampler`` is the sampler that chose the traces (`ragtrace_evaluator.audit.sampling.Sampler.manifest`),
+    so a label says how its trace came to be labelled; manifests written before the engine sampled
+    have none (their sampler was version 1, `ragtrace_evaluator.audit.sampling.sampler_of`)."""
+    out = {
         "manifest_version": MANIFEST_VERSION,
         "formula_version": FORMULA_VERSION,
         "stages": stages,
@@ -60,6 +64,9 @@ def build_manifest(*, grounding: dict[str, Any] | None, relevance: dict[str, Any
         "relevance_labeller": relevance,
         "code_version": code if code is not None else code_version(),
     }
+    if sampler is not None:
+        out["sampler"] = sampler
+    return out
 
 
 def manifest_id(manifest: dict[str, Any]) -> str:

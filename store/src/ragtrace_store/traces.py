@@ -78,13 +78,16 @@ def read_traces(
             left -= len(roots)
 
 
-def query_condition(store: Store, flt: TraceFilter) -> str:
+def query_condition(store: Store, flt: TraceFilter, *, among: str | None = None) -> str:
     """The SQL condition (over `queries`, with ``flt.conditions()``'s parameters) that keeps the roots
     that are queries: the ragtrace SDK's roots; rows written by other tools than the collector
     (``root_priority`` 0: imports, fixtures); and any other root that is not itself a retriever,
     reranker or LLM span and has such a span in its trace. A retriever or LLM called outside a
     chain, or LlamaIndex building its index, is a trace too, but not a query: it stays in ``spans``
-    (`count_roots`, ``read_traces(include_all=True)``) and out of the audit."""
+    (`count_roots`, ``read_traces(include_all=True)``) and out of the audit.
+
+    ``among`` (SQL of a subquery of trace ids) names the traces the caller asks about, so the set of
+    traces with stage spans is built for those only, not for the whole tenant."""
     kinds = "(" + ", ".join(f"'{k}'" for k in STAGE_KINDS) + ")"
     sub = ["tenant = {tenant:String}", f"kind IN {kinds}"]
     if flt.trace_ids is not None:
@@ -92,6 +95,8 @@ def query_condition(store: Store, flt: TraceFilter) -> str:
     if flt.since is not None:
         # a stage starts after its root; a day of margin for clock skew between services
         sub.append("start_time >= {since:DateTime64(3, 'UTC')} - INTERVAL 1 DAY")
+    if among is not None:
+        sub.append(f"trace_id IN ({among})")
     return (f"(root_priority IN (0, {SDK_ROOT_PRIORITY}) OR (kind NOT IN {kinds} AND trace_id IN "
             f"(SELECT trace_id FROM {store.table('spans')} WHERE {' AND '.join(sub)})))")
 

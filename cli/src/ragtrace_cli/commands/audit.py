@@ -46,6 +46,8 @@ def _audit_parser() -> argparse.ArgumentParser:
     size.add_argument("--rate", type=float, metavar="F", help="share of traces in (0, 1], by trace-id hash")
     p.add_argument("--stratify", metavar="COLS", help="stratify --sample by release, route or release,route")
     p.add_argument("--shard", metavar="i/n", help="label only shard i of n (shards count from 0)")
+    p.add_argument("--sampler", type=int, metavar="V", help="sampler version (default 2, xxHash64 in the engine); "
+                   "1 chooses what audits whose manifest names no sampler chose (sha256)")
     p.add_argument("--stages", choices=("retrieval", "all"), default="all")
     p.add_argument("--labeller", default="offline",
                    help="grounding labeller: offline (default), nli:MODEL, ... or py:MODULE:FUNCTION")
@@ -69,6 +71,7 @@ def audit_main(argv: list[str]) -> int:
     options: dict[str, Any] = {
         "service": args.service, "release": args.release, "since": args.since, "until": args.until,
         "sample": args.sample, "rate": args.rate, "stratify": args.stratify, "shard": args.shard,
+        "sampler": args.sampler,
         "stages": args.stages, "labeller": args.labeller,
         "relevance_labeller": args.relevance_labeller,
         "resume": not args.no_resume, "batch_size": args.batch_size,

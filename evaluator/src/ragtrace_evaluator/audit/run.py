@@ -23,7 +23,14 @@ from typing import IO, Any
 from ragtrace_evaluator.audit.evidence import POLICY as EVIDENCE_POLICY
 from ragtrace_evaluator.audit.evidence import resolve as resolve_spans
 from ragtrace_evaluator.audit.failure_modes import Evidence, label_trace
-from ragtrace_evaluator.audit.sampling import Candidate, SamplePlan, parse_shard, select, stratify_arg
+from ragtrace_evaluator.audit.sampling import (
+    SAMPLER_VERSION,
+    SAMPLERS,
+    SamplePlan,
+    parse_shard,
+    select_sample,
+    stratify_arg,
+)
 from ragtrace_evaluator.audit.summary import summarise
 from ragtrace_evaluator.labellers.protocol import GroundingLabeller, GroundingResult, Passage, RelevanceLabeller
 from ragtrace_evaluator.labellers.registry import make_grounding_labeller, make_relevance_labeller
@@ -101,16 +108,6 @@ def resolve_labellers(*, stages: str, labeller: str, relevance_labeller: str | N
 
 
 # --- store access ------------------------------------------------------------------------------------
-def candidates(store: Any, *, tenant: str, service: str | None, release: str | None,
-               since: datetime | None, until: datetime | None) -> list[Candidate]:
-    """Every trace matching the filters (ids and strata only: sampling runs before any heavy read)."""
-    where, params = TraceFilter(tenant=tenant, service=service, release=release, since=since,
-                                until=until).conditions()
-    rows = store.query_rows(
-        f"SELECT trace_id, release, route FROM {store.table('queries')} FINAL WHERE {' AND '.join(where)}", params)
-    return [Candidate(r[0], r[1] or "", r[2] or "") for r in rows]
-
-
 def labelled_records(store: Any, tenant: str, manifest_id: str, trace_ids: Sequence[str]) -> dict[str, LabelRecord]:
     """Per-trace records already stored under this manifest (for resumption and the summary)."""
     return {r.trace_id: r for r in read_labels(store, tenant=tenant, manifest_id=manifest_id, trace_ids=trace_ids)}
@@ -252,19 +249,23 @@ def run_audit(
     grounding: GroundingLabeller | None = None,
     relevance: RelevanceLabeller | None = None,
     return_records: bool = False,
+    sampler: int = SAMPLER_VERSION,
 ) -> dict[str, Any]:
     """Audit the sampled traces; returns the JSON summary report (see `audit_summary.summarise`).
 
     ``per_trace`` (a path or an open text file) receives one JSON line per sampled trace, resumed
     ones included. ``resume=False`` relabels traces already labelled under the same manifest.
     ``return_records=True`` adds them to the report under ``records`` (for `ragtrace audit --server`).
+    ``sampler`` is the sampler version (`ragtrace_evaluator.audit.sampling.SAMPLERS`; 1 reproduces the
+    sample of a manifest that names no sampler).
     """
     started = time.perf_counter()
     since_dt, until_dt = parse_time(since, "since"), parse_time(until, "until")
     strata = stratify_arg(stratify) if isinstance(stratify, str | None) else tuple(stratify)
     try:
         shard_t = parse_shard(shard) if isinstance(shard, str) else (tuple(shard) if shard else None)
-        plan = SamplePlan(sample=sample, rate=rate, stratify=strata, shard=shard_t)  # type: ignore[arg-type]
+        plan = SamplePlan(sample=sample, rate=rate, stratify=strata, shard=shard_t,  # type: ignore[arg-type]
+                          sampler=sampler)
     except ValueError as exc:
         raise AuditError(str(exc)) from None
     if batch_size < 1:
@@ -276,13 +277,16 @@ def run_audit(
         grounding=grounding.manifest() if grounding is not None else None,
         relevance=relevance.manifest() | {"threshold": relevance.threshold} if relevance is not None else None,
         stages=stages,
+        sampler=SAMPLERS[plan.sampler].manifest(),
         gold_policy=(f"span>{EVIDENCE_POLICY}>qrels"
                      + (">labeller(reference=production answer if required)" if relevance is not None else "")),
     )
     mid = store_manifest(store, manifest)
 
-    pool = candidates(store, tenant=tenant, service=service, release=release, since=since_dt, until=until_dt)
-    chosen = select(pool, plan)
+    # the engine chooses; only the chosen ids come back
+    picked = select_sample(store, TraceFilter(tenant=tenant, service=service, release=release, since=since_dt,
+                                              until=until_dt), plan)
+    chosen = picked.trace_ids
     done = labelled_records(store, tenant, mid, chosen) if resume else {}
     todo = [t for t in chosen if t not in done]
     new: dict[str, LabelRecord] = {}
@@ -307,9 +311,11 @@ def run_audit(
     as_json = [r.to_json() for r in all_records]
     report = summarise(as_json, manifest=manifest, manifest_id=mid)
     report["sampling"] = {
-        "n_candidates": len(pool), "n_sampled": len(chosen), "n_labelled_now": len(new), "n_resumed": len(done),
-        "n_missing": len(chosen) - len(all_records), "sample": sample, "rate": rate, "stratify": list(strata),
-        "shard": f"{shard_t[0]}/{shard_t[1]}" if shard_t else None,
+        # root rows matching the filters: traces, plus any second root row not yet merged away
+        "n_candidates": picked.candidate_rows, "n_sampled": len(chosen), "n_labelled_now": len(new),
+        "n_resumed": len(done), "n_missing": len(chosen) - len(all_records), "sample": sample, "rate": rate,
+        "stratify": list(strata), "shard": f"{shard_t[0]}/{shard_t[1]}" if shard_t else None,
+        "sampler": plan.sampler, "rounds": picked.rounds,
     }
     report["filters"] = {"tenant": tenant, "service": service, "release": release,
                          "since": since_dt.isoformat() if since_dt else None,

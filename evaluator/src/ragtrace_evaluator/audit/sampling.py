@@ -1,36 +1,121 @@
-"""Deterministic sampling and sharding by trace-id hash.
+"""Deterministic sampling and sharding by trace-id hash, computed in the engine.
 
-Every trace gets a uniform number ``u = h(trace_id)`` in [0, 1) from sha256, so a sample is a
+Every trace has a unit ``u``, a number the engine computes from its id alone, so a sample is a
 property of the ids, not of the run: reruns, machines and shards agree.
 
-- ``rate=F`` keeps traces with ``u < F`` (nested: the 10% sample is inside the 20% sample).
+- ``rate=F`` keeps the traces with ``u`` below F of the unit's range (nested: the 10 % sample is
+  inside the 20 % sample).
 - ``sample=N`` keeps the N traces with the smallest ``u`` (bottom-N), per stratum when
   ``stratify`` names columns (``release``, ``route``): N per stratum, so a rare release or route
   gets as many traces as a busy one.
-- ``shard=(i, n)`` then keeps the traces whose *second* hash falls in shard ``i`` of ``n``; the
-  second hash is salted so shards are balanced whatever the sample, and the union of shards
-  0..n-1 is exactly the unsharded sample.
+- ``shard=(i, n)`` then keeps the traces whose *second*, salted hash falls in shard ``i`` of
+  ``n``, so shards are balanced whatever the sample, and the union of shards 0..n-1 is exactly the
+  unsharded sample (every shard computes the same sample and keeps its part).
+
+Strata and filters are those of each trace's winning root row (`ragtrace_store.roots`), and only
+queries are sampled (`ragtrace_store.traces.query_condition`), so the sample is what `read_traces`
+then reads.
+
+Python receives only the chosen ids. The selection runs in rounds over slices of ``u``: per
+stratum, the rows of the traces whose ``u`` falls in the stratum's next slice are read (by hash,
+which the ``by_hash`` projection of migration 0005 keeps sorted), their winners decided, and the
+stratum is finished once N of them match or its slice reaches the end of the range. The first
+slice is sized from the stratum's row count to hold about 1.25 N + 20 traces, so one round
+usually does; a slice never covers more than `SLICE_ROWS` rows, which bounds the engine's memory
+whatever the traffic.
+
+Sampler versions (`SAMPLERS`; the manifest records the one used, ``sampler`` in
+`ragtrace_evaluator.manifest`):
+
+1. ``u`` = the first 8 bytes of sha256(trace_id), big-endian, / 2^64 as a double; shard =
+   ``int(u' * n)`` with ``u'`` from sha256("ragtrace-shard:" + trace_id). This is what the audit
+   computed in Python before the engine did; the engine computes the same numbers (SHA256), so
+   ``sampler=1`` reproduces a sample of a manifest that names no sampler, at the cost of hashing
+   every row with SHA256 (about 5x xxHash64) and no projection.
+2. ``u`` = xxHash64(trace_id) (an integer in [0, 2^64)); shard = xxHash64("ragtrace-shard:" +
+   trace_id) mod n. The default.
 """
 
 from __future__ import annotations
 
-import hashlib
+import math
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from ragtrace_store import TraceFilter
+from ragtrace_store.roots import TRACE_HASH, rows_of, winners_sql
+from ragtrace_store.traces import SDK_ROOT_PRIORITY, query_condition
 
 _SHARD = re.compile(r"^(\d+)/(\d+)$")
 STRATA = ("release", "route")
+SAMPLER_VERSION = 2
+#: at most this many root rows per stratum in one round's slice (the engine's memory per round)
+SLICE_ROWS = 200_000
+_SHARD_SALT = "ragtrace-shard:"
 
 
 class SamplingError(ValueError):
     """Invalid sampling options; the message names the option and the fix."""
 
 
-def unit_hash(trace_id: str, salt: str = "") -> float:
-    """A uniform number in [0, 1) from the first 8 bytes of sha256(salt + trace_id)."""
-    digest = hashlib.sha256((salt + trace_id).encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
+@dataclass(frozen=True)
+class Sampler:
+    """How one sampler version computes ``u`` and the shard of a trace, as SQL over ``trace_id``."""
+
+    version: int
+    #: SQL: the unit of a trace; the sample is ordered by (unit, trace_id)
+    unit: str
+    #: the ClickHouse type of `unit` (how slice bounds are bound)
+    unit_type: str
+    #: SQL condition: the trace is in shard ``{shard_i:UInt32}`` of ``{shard_n:UInt32}``
+    shard: str
+    #: what the manifest records
+    description: str
+
+    @property
+    def integral(self) -> bool:
+        return self.unit_type == "UInt64"
+
+    @property
+    def top(self) -> int | float:
+        """The largest value ``unit`` can take."""
+        return 2**64 - 1 if self.integral else 1.0
+
+    def rate_top(self, rate: float) -> int | float:
+        """The largest unit inside a ``rate`` sample (``u < rate`` of the range)."""
+        if rate >= 1.0:
+            return self.top
+        if self.integral:
+            return math.ceil(Fraction(rate) * 2**64) - 1
+        return math.nextafter(rate, 0.0)
+
+    def manifest(self) -> dict[str, Any]:
+        return {"version": self.version, "unit": self.unit, "shard": self.shard, "description": self.description}
+
+
+def _sha_u(expr: str) -> str:
+    return f"toFloat64(reinterpretAsUInt64(reverse(substring(SHA256({expr}), 1, 8)))) / exp2(64)"
+
+
+_SALTED = f"concat('{_SHARD_SALT}', trace_id)"
+SAMPLERS: dict[int, Sampler] = {
+    1: Sampler(1, _sha_u("trace_id"), "Float64",
+               f"toUInt32({_sha_u(_SALTED)} * {{shard_n:UInt32}}) = {{shard_i:UInt32}}",
+               "sha256(trace_id)[:8] big-endian / 2^64 (the audit's Python sampler before the engine sampled)"),
+    2: Sampler(2, TRACE_HASH, "UInt64",
+               f"xxHash64({_SALTED}) % {{shard_n:UInt32}} = {{shard_i:UInt32}}",
+               "xxHash64(trace_id), XXH64 seed 0; shard xxHash64('ragtrace-shard:' || trace_id) mod n"),
+}
+
+
+def sampler_of(manifest: dict[str, Any]) -> int:
+    """The sampler version a stored manifest was sampled with: manifests written before the engine
+    sampled name none and used version 1."""
+    sampler = manifest.get("sampler")
+    return int(sampler["version"]) if isinstance(sampler, dict) and "version" in sampler else 1
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -45,20 +130,12 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 
 @dataclass(frozen=True)
-class Candidate:
-    """A trace eligible for sampling, with the columns it can be stratified by."""
-
-    trace_id: str
-    release: str = ""
-    route: str = ""
-
-
-@dataclass(frozen=True)
 class SamplePlan:
     sample: int | None = None
     rate: float | None = None
     stratify: tuple[str, ...] = ()
     shard: tuple[int, int] | None = None
+    sampler: int = SAMPLER_VERSION
 
     def __post_init__(self) -> None:
         if self.sample is not None and self.rate is not None:
@@ -70,30 +147,119 @@ class SamplePlan:
         for col in self.stratify:
             if col not in STRATA:
                 raise SamplingError(f"--stratify {col!r}: use one or more of {', '.join(STRATA)}")
+        if len(set(self.stratify)) != len(self.stratify):
+            raise SamplingError(f"--stratify {','.join(self.stratify)}: name each column once")
+        if self.shard is not None:
+            i, n = self.shard
+            if n < 1 or not 0 <= i < n:
+                raise SamplingError(f"--shard {i}/{n}: need n >= 1 and 0 <= i < n")
+        if self.sampler not in SAMPLERS:
+            raise SamplingError(f"--sampler {self.sampler}: use one of {', '.join(map(str, SAMPLERS))} "
+                                f"({SAMPLER_VERSION} is the default; 1 reproduces samples of manifests that name "
+                                "no sampler)")
 
 
-def select(candidates: Iterable[Candidate], plan: SamplePlan) -> list[str]:
-    """Trace ids chosen by ``plan``, ordered by hash (a stable order for progress and resumption)."""
-    scored = [(unit_hash(c.trace_id), c) for c in candidates]
-    if plan.rate is not None:
-        scored = [(u, c) for u, c in scored if u < plan.rate]
-    if plan.sample is not None:
-        strata: dict[tuple[str, ...], list[tuple[float, Candidate]]] = {}
-        for u, c in scored:
-            strata.setdefault(tuple(getattr(c, col) for col in plan.stratify), []).append((u, c))
-        scored = [x for group in strata.values() for x in sorted(group, key=_key)[: plan.sample]]
+@dataclass
+class _Stratum:
+    rows: int  # root rows matching the filters (a bound on its traces)
+    lo: int | float = 0
+    hi: int | float = 0
+    found: int = 0  # chosen so far, all shards
+    picked: list[tuple[Any, str]] = field(default_factory=list)  # chosen in this shard: (u, trace_id)
+    done: bool = False
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The chosen trace ids (this shard's, ordered by unit then id) and what it took."""
+
+    trace_ids: list[str]
+    #: root rows matching the filters (an upper bound on the traces: rows a retry or a second root
+    #: claimant left, not yet merged, count again)
+    candidate_rows: int
+    #: chosen traces per stratum, all shards (key: the stratum's values in ``stratify`` order)
+    per_stratum: dict[tuple[str, ...], int]
+    rounds: int
+
+
+def select_sample(store: Any, flt: TraceFilter, plan: SamplePlan) -> Sample:
+    """The traces ``plan`` chooses among the queries matching ``flt`` (see the module docstring)."""
+    if flt.trace_ids is not None:
+        raise SamplingError("select_sample: sample by filters, not by a list of trace ids")
+    sampler = SAMPLERS[plan.sampler]
+    strata = plan.stratify if plan.sample is not None else ()
+    key = "[" + ", ".join(f"toString({c})" for c in strata) + "]" if strata else "CAST([] AS Array(String))"
+    where, params = flt.conditions()
+    counts = store.query_rows(
+        f"SELECT {key} AS k, count() FROM {store.table('queries')} WHERE {' AND '.join(where)} GROUP BY k", params)
+    state = {tuple(k): _Stratum(rows=int(n)) for k, n in counts}
+    top = sampler.rate_top(plan.rate) if plan.rate is not None else sampler.top
+    for st in state.values():
+        st.hi = _slice_end(sampler, st, 0, top, plan.sample, first=True)
+    rounds = 0
+    while pending := [k for k, st in state.items() if not st.done]:
+        rounds += 1
+        _round(store, sampler, flt, plan, key, pending, state, where, params)
+        for k in pending:
+            st = state[k]
+            if (plan.sample is not None and st.found >= plan.sample) or st.hi >= top:
+                st.done = True
+            else:
+                start = st.hi + 1 if sampler.integral else math.nextafter(st.hi, math.inf)
+                st.lo, st.hi = start, _slice_end(sampler, st, start, top, plan.sample, first=False, width=st.hi - st.lo)
+    chosen = sorted(p for st in state.values() for p in st.picked)
+    return Sample([t for _u, t in chosen], sum(st.rows for st in state.values()),
+                  {k: st.found for k, st in state.items()}, rounds)
+
+
+def _slice_end(sampler: Sampler, st: _Stratum, start: int | float, top: int | float, n: int | None, *,
+               first: bool, width: int | float = 0) -> int | float:
+    """The inclusive end of a stratum's next slice: the first sized to hold ~1.25 N + 20 traces (all
+    of a rate), each later one four times the previous; never more than `SLICE_ROWS` rows."""
+    span = 2**64 if sampler.integral else 1.0
+    budget = span * min(1.0, SLICE_ROWS / max(st.rows, 1))
+    if first:
+        want = span * min(1.0, (1.25 * n + 20) / max(st.rows, 1)) if n is not None else span
+    else:
+        want = 4 * (width + (1 if sampler.integral else 0.0))
+    size = min(want, budget)
+    end = start + (int(size) - 1 if sampler.integral else size)
+    return min(max(end, start), top)
+
+
+def _round(store: Any, sampler: Sampler, flt: TraceFilter, plan: SamplePlan, key: str,
+           pending: Sequence[tuple[str, ...]], state: dict[tuple[str, ...], _Stratum],
+           where: list[str], params: dict[str, Any]) -> None:
+    """One slice of every pending stratum: its traces' winners, filtered, the first (N - found)."""
+    t, unit = sampler.unit_type, sampler.unit
+    p = {**params, "s_keys": [list(k) for k in pending], "s_lo": [state[k].lo for k in pending],
+         "s_hi": [state[k].hi for k in pending], "s_lo_min": min(state[k].lo for k in pending),
+         "s_hi_max": max(state[k].hi for k in pending),
+         "s_quota": [max(0, plan.sample - state[k].found) if plan.sample is not None else 2**63 for k in pending]}
+    # the stratum of a row (of the winning row, in the outer query: same column names)
+    idx = f"indexOf({{s_keys:Array(Array(String))}}, {key})"
+    in_slice = f"({idx} > 0 AND {unit} >= {{s_lo:Array({t})}}[{idx}] AND {unit} <= {{s_hi:Array({t})}}[{idx}])"
+    # the overall bounds let the engine read only that range of the by_hash projection
+    row_where = [*where, f"{unit} >= {{s_lo_min:{t}}}", f"{unit} <= {{s_hi_max:{t}}}", in_slice]
+    shard = "1"
     if plan.shard is not None:
-        i, n = plan.shard
-        scored = [(u, c) for u, c in scored if shard_of(c.trace_id, n) == i]
-    return [c.trace_id for _, c in sorted(scored, key=_key)]
-
-
-def shard_of(trace_id: str, n: int) -> int:
-    return int(unit_hash(trace_id, salt="ragtrace-shard:") * n)
-
-
-def _key(item: tuple[float, Candidate]) -> tuple[float, str]:
-    return item[0], item[1].trace_id
+        p["shard_i"], p["shard_n"] = plan.shard
+        shard = sampler.shard
+    # the query-or-not check reads spans only for this slice's traces that need it
+    among = (f"SELECT trace_id FROM {store.table('queries')} WHERE {' AND '.join(row_where)} "
+             f"AND root_priority NOT IN (0, {SDK_ROOT_PRIORITY})")
+    winners = winners_sql(store, ("service", "release", "route", "start_time", "root_priority", "kind"),
+                          ["tenant = {tenant:String}", rows_of(store, row_where)])
+    sql = (
+        "SELECT k, count(), groupArrayIf((u, trace_id), in_shard) FROM ("
+        f"SELECT trace_id, {unit} AS u, {key} AS k, {shard} AS in_shard, {{s_quota:Array(UInt64)}}[{idx}] AS quota, "
+        "row_number() OVER (PARTITION BY k ORDER BY u, trace_id) AS rn "
+        f"FROM ({winners}) WHERE {' AND '.join(where)} AND {query_condition(store, flt, among=among)} "
+        f"AND {in_slice}) WHERE rn <= quota GROUP BY k")
+    for k, n, picked in store.query_rows(sql, p):
+        st = state[tuple(k)]
+        st.found += int(n)
+        st.picked.extend((u, tid) for u, tid in picked)
 
 
 def stratify_arg(text: str | None) -> tuple[str, ...]:

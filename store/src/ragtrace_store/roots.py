@@ -1,0 +1,64 @@
+"""One root row per trace, decided in the engine without ``FINAL``.
+
+A trace can have several rows in ``queries``: a batch retried or replayed from the spool (the same
+span again, a later ``received_at``), or several spans claiming to be its root (an HTTP server span
+above the SDK's pipeline span; ``root_priority`` in 0001_core.sql). ReplacingMergeTree collapses
+them only when parts merge, and ``FINAL`` collapses them at read time by merging every part the
+query reads, which for a filter that is not on the sort key is the whole table. Instead a reader
+names the traces it needs and keeps, per trace, the row with the highest `ROOT_ORDER` (the highest
+``root_priority``, as the table's version column says; then the newest ``received_at``; then the
+span id, so a tie between two claimants is decided the same way every time). Filters on what a
+row says (service, release, route, time) then apply to that winning row: a trace whose winner does
+not match is not returned because another of its rows does. Unlike ``FINAL`` this also holds when
+a trace's rows sit in different monthly partitions.
+
+Naming the traces without reading all of them:
+
+- a condition on the trace id itself (a range of `TRACE_HASH`, an evaluator shard, a list of ids)
+  holds for every row of a trace or for none, so a scan restricted by it sees every row of every
+  trace it returns (`winners_sql` with that condition);
+- a condition on a row's values (a release, a time window) does not, so the reader first finds the
+  traces with a matching row and then reads all rows of exactly those traces (`rows_of`): by
+  `TRACE_HASH`, which the ``by_hash`` projection of migration 0005 keeps sorted, so that second
+  read costs what the number of traces costs, not what the table costs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ragtrace_store.client import Store
+
+__all__ = ["ROOT_ORDER", "TRACE_HASH", "rows_of", "winners_sql"]
+
+#: The engine's 64-bit hash of a trace id: the key of the ``by_hash`` projection (migration 0005)
+#: and the sampler's unit (`ragtrace_evaluator.audit.sampling`). XXH64 with seed 0, the standard
+#: function (the `xxhash` package's ``xxh64_intdigest`` gives the same numbers), so a sample can be
+#: recomputed outside ClickHouse.
+TRACE_HASH = "xxHash64(trace_id)"
+
+#: Which of a trace's root rows wins (the largest tuple).
+ROOT_ORDER = "(root_priority, received_at, span_id)"
+
+
+def winners_sql(store: Store, columns: Sequence[str], where: Sequence[str]) -> str:
+    """A subquery with one row per trace among the rows matching ``where`` (which must only hold
+    conditions on the trace id, or `rows_of`): ``tenant``, ``trace_id`` and ``columns`` of the
+    trace's winning row, each under its own name, so `TraceFilter` conditions apply to it as they
+    are. ``where`` must include the tenant condition."""
+    if not columns:
+        raise ValueError("winners_sql: name at least one column of the winning row")
+    unpack = ", ".join(f"w.{i} AS {name}" for i, name in enumerate(columns, start=1))
+    return (f"SELECT tenant, trace_id, {unpack} FROM (SELECT tenant, trace_id, "
+            f"argMax(tuple({', '.join(columns)}), {ROOT_ORDER}) AS w FROM {store.table('queries')} "
+            f"WHERE {' AND '.join(where)} GROUP BY tenant, trace_id)")
+
+
+def rows_of(store: Store, where: Sequence[str], *, tail: str = "") -> str:
+    """The condition "a row of a trace that has a row matching ``where``" (``tail``: an ORDER BY /
+    LIMIT for that inner query, e.g. the newest K). Every row of such a trace matches it, so
+    `winners_sql` over it decides each trace from all of its rows."""
+    inner = f"SELECT {TRACE_HASH} FROM {store.table('queries')} WHERE {' AND '.join(where)}"
+    return f"{TRACE_HASH} IN ({inner}{' ' + tail if tail else ''})"
