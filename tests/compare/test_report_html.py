@@ -25,6 +25,13 @@ def comparison():
     base[0]["query_id"] = cand[0]["query_id"] = HOSTILE_QUERY
     cand[0]["gold_in_context"] = False  # make sure it is listed among the movers
     base[0]["gold_in_context"] = True
+    # a surface score against the reference beside groundedness, so the surface × grounding block renders:
+    # the candidate's answers match the reference better on the queries whose grounding fell
+    for a, b in zip(base, cand, strict=True):
+        ga, gb = a["metrics"]["groundedness"], b["metrics"]["groundedness"]
+        if ga is not None and gb is not None:
+            a["metrics"]["token_f1"] = 0.5
+            b["metrics"]["token_f1"] = 0.8 if gb < ga else 0.5
     a = label_set(HOSTILE_RELEASE, "file", [parse_record(r) for r in base])
     b = label_set("v2", "file", [parse_record(r) for r in cand])
     return compare(a, b, n_resamples=500, seed=1, warn=False)
@@ -97,8 +104,8 @@ def test_report_renders_in_headless_chromium(comparison, tmp_path: Path) -> None
         finally:
             browser.close()
     assert errors == [] and dialogs == [] and requests == []
-    assert {p["id"] for p in plots} == {"plot-modes", "plot-decomposition", "plot-deltas", "plot-scores",
-                                        "plot-cells"}
+    assert {p["id"] for p in plots} == {"plot-modes", "plot-surface", "plot-decomposition", "plot-deltas",
+                                        "plot-scores", "plot-cells"}
     assert all(p["ok"] for p in plots), plots
     assert n_scripts == 0
     assert HOSTILE_RELEASE in text and HOSTILE_QUERY in text  # shown as text, not executed
@@ -107,6 +114,7 @@ def test_report_renders_in_headless_chromium(comparison, tmp_path: Path) -> None
     assert tops[0] < tops[1] < tops[2] and mode_rows == 1 + 6  # header + 5 modes + abstained
     assert "Failure modes" in text and "retrieval_gap" in text and "rank_inversion" in text
     assert "under_use" in text and "fabrication" in text
+    assert "Surface × grounding" in text and "Surface up, grounding down" in text
     n_cell = int(heading.rsplit("(", 1)[1].rstrip(")"))
     assert target.startswith("#transition-") and shown == n_cell + 1
     assert (tmp_path / "report.png").stat().st_size > 10_000
