@@ -68,12 +68,13 @@ def login(client: TestClient, token: str, target: str = "/traces") -> str:
 def put(store: Store, tenant: str, trace_id: str, *, when: datetime, release: str = "r1", service: str = "svc",
         route: str = "/ask", query: str = "What is it?", mode: str | None = "ok", confidence: float | None = 0.9,
         generation: str = "entailed", groundedness: float | None = 0.5, gold_in_context: bool | None = True,
-        manifest: str = MANIFEST) -> None:
+        manifest: str = MANIFEST, root_priority: int = 0, span_id: str = "root") -> None:
     """One trace's queries row and (when ``mode``) its label, at ``when``."""
-    store.insert("queries", [(tenant, trace_id, "root", f"q-{trace_id}", service, release, "test", route, query,
-                              "an answer", False, "OK", when, 5.0, when)],
+    store.insert("queries", [(tenant, trace_id, span_id, f"q-{trace_id}", service, release, "test", route, query,
+                              "an answer", False, "OK", when, 5.0, root_priority, when)],
                  ["tenant", "trace_id", "span_id", "query_id", "service", "release", "environment", "route", "query",
-                  "answer", "answer_streamed", "status_code", "start_time", "duration_ms", "received_at"])
+                  "answer", "answer_streamed", "status_code", "start_time", "duration_ms", "root_priority",
+                  "received_at"])
     if mode is None:
         return
     rec = label_record(trace_id, mode, confidence=confidence or 0.0, manifest_id=manifest, query_id=f"q-{trace_id}")
@@ -282,6 +283,41 @@ def test_sorting_by_confidence_pages_through_every_labelled_trace_once(
         list_traces(store, TraceListQuery(tenant=tenant, manifest_id=MANIFEST, cursor=first.next_cursor))
     with pytest.raises(ReviewError, match="not valid"):
         list_traces(store, TraceListQuery(tenant=tenant, manifest_id=MANIFEST, cursor="bm9wZQ"))
+
+
+def test_a_trace_with_several_root_rows_is_listed_once_by_its_winning_row(store: Store, tenant: str) -> None:
+    """Root rows that lose (an HTTP server span above the SDK's root, priority 1) must neither place
+    nor filter a trace, however many of them sort first. Merges are held off so the losing rows stay
+    (a merge would collapse them, and the listing must be right before it happens)."""
+    store.command(f"SYSTEM STOP MERGES {store.table('queries')}")
+    try:
+        _several_root_rows(store, tenant)
+    finally:
+        store.command(f"SYSTEM START MERGES {store.table('queries')}")
+
+
+def _several_root_rows(store: Store, tenant: str) -> None:
+    for i in range(30):
+        tid = f"{tenant}-w{i:02d}"
+        # the SDK's root (wins): release r1 at T0 + i minutes; a losing HTTP root: r2, hours later
+        put(store, tenant, tid, when=T0 + timedelta(minutes=i), release="r1", root_priority=3, span_id="sdk",
+            query=f"sdk question {i}")
+        put(store, tenant, tid, when=T0 + timedelta(hours=5, minutes=i), release="r2", root_priority=1,
+            span_id="http", mode=None, query="GET /ask")
+    # traces with one root only, newer than every winning row above and older than every losing one
+    for j in range(10):
+        put(store, tenant, f"{tenant}-x{j}", when=T0 + timedelta(hours=2, minutes=j), release="r1", root_priority=3)
+    rows = store.query_rows(f"SELECT count() FROM {store.table('queries')} WHERE tenant = {{t:String}}", {"t": tenant})
+    assert rows[0][0] == 70  # every losing row is still there
+    want = [f"{tenant}-x{j}" for j in reversed(range(10))] + [f"{tenant}-w{i:02d}" for i in reversed(range(30))]
+    assert _page(store, tenant) == want
+    assert _page(store, tenant, release="r2") == []  # only losing rows say r2
+    assert _page(store, tenant, text="GET /ask") == []
+    assert _page(store, tenant, descending=False) == want[::-1]
+    page = list_traces(store, TraceListQuery(tenant=tenant, manifest_id=MANIFEST, limit=3, text="sdk question"))
+    assert [(r.release, r.query) for r in page.rows] == [("r1", "sdk question 29"), ("r1", "sdk question 28"),
+                                                         ("r1", "sdk question 27")]
+    assert page.total == 30
 
 
 def test_the_traces_page_over_http(client: TestClient, store: Store, tenant: str,

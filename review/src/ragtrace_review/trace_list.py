@@ -25,10 +25,11 @@ from typing import Any
 
 from ragtrace_review.errors import ReviewError
 from ragtrace_store import FAILURE_MODES, GENERATION_VERDICTS, FailureMode, Store, TraceFilter, as_utc
-from ragtrace_store.traces import query_condition
+from ragtrace_store.roots import rows_of, winners_sql
+from ragtrace_store.traces import SDK_ROOT_PRIORITY, query_condition
 
 __all__ = ["SORTS", "ManifestInfo", "TraceListQuery", "TracePage", "TraceRow", "filter_options",
-           "list_manifests", "list_traces"]
+           "list_manifests", "list_traces", "manifest_infos"]
 
 SORTS = ("time", "confidence")
 MAX_LIMIT = 200
@@ -166,6 +167,23 @@ def list_manifests(store: Store, tenant: str) -> list[ManifestInfo]:
     return out
 
 
+def manifest_infos(store: Store, manifest_ids: Sequence[str]) -> dict[str, ManifestInfo]:
+    """The stored manifests of these ids (label counts not looked up: 0), by id."""
+    if not manifest_ids:
+        return {}
+    out = {}
+    for manifest_id, text in store.query_rows(
+            f"SELECT manifest_id, any(manifest) FROM {store.table('manifests')} "
+            "WHERE manifest_id IN {ids:Array(String)} GROUP BY manifest_id", {"ids": sorted(set(manifest_ids))}):
+        try:
+            manifest = json.loads(text) if text else {}
+        except ValueError:
+            manifest = {}
+        manifest = manifest if isinstance(manifest, dict) else {}
+        out[str(manifest_id)] = ManifestInfo(str(manifest_id), 0, None, manifest_summary(manifest), manifest)
+    return out
+
+
 def manifest_summary(manifest: dict[str, Any]) -> str:
     """A line a person can read: which labellers (kind, model), which formulas."""
     parts = []
@@ -190,17 +208,21 @@ def filter_options(store: Store, tenant: str) -> dict[str, list[str]]:
 
 
 # --- the listing ---------------------------------------------------------------------------------------
+#: the winning root row's columns a listing reads (`ragtrace_store.roots.winners_sql`)
+_ROW_COLUMNS = ("service", "release", "route", "start_time", "root_priority", "kind", "query")
+#: roots the ragtrace SDK did not mark: only these need `query_condition`'s look at their spans
+_NOT_SDK = f"root_priority NOT IN (0, {SDK_ROOT_PRIORITY})"
+
+
 def list_traces(store: Store, q: TraceListQuery) -> TracePage:
     """One page of traces matching ``q`` (see `TraceListQuery`), with the total count."""
     if (q.label_filtered or q.sort == "confidence") and q.manifest_id is None:
         return TracePage((), 0, None, q)  # nothing is labelled yet
     flt = TraceFilter(tenant=q.tenant, service=q.service, release=q.release, route=q.route, since=q.since,
                       until=q.until)
-    qwhere, params = flt.conditions()
-    # the roots that are queries, as read_traces decides it (not a retriever called on its own)
-    qwhere.append(query_condition(store, flt))
+    rwhere, params = flt.conditions()  # conditions on a root row's values
     if q.text:
-        qwhere.append("positionCaseInsensitiveUTF8(query, {text:String}) > 0")
+        rwhere.append("positionCaseInsensitiveUTF8(query, {text:String}) > 0")
         params["text"] = q.text
     lwhere = ["tenant = {tenant:String}", "manifest_id = {manifest:String}"]
     params["manifest"] = q.manifest_id or ""
@@ -219,68 +241,113 @@ def list_traces(store: Store, q: TraceListQuery) -> TracePage:
         params["gic"] = q.gold_in_context == "yes"
     queries, labels = store.table("queries"), store.table("labels")
     label_set = f"SELECT trace_id FROM {labels} FINAL WHERE {' AND '.join(lwhere)}"
-    n = q.limit + 1  # one more than shown: whether there is a next page
-
+    if q.label_filtered:
+        rwhere.append(f"trace_id IN ({label_set})")
+    # the roots that are queries, as read_traces decides it (not a retriever called on its own),
+    # asking the spans only about the roots the SDK did not mark
+    is_query = query_condition(store, flt, among=f"SELECT trace_id FROM {queries} WHERE tenant = {{tenant:String}} "
+                                                 f"AND {_NOT_SDK}")
     if q.sort == "time":
-        where = list(qwhere)
-        if q.label_filtered:
-            where.append(f"trace_id IN ({label_set})")
-        page_where = list(where)
-        if q.cursor:
-            ms, after = _decode_cursor(q.cursor, "time", q.descending)
-            page_where.append(f"(start_time, trace_id) {'<' if q.descending else '>'} "
-                              "(fromUnixTimestamp64Milli({c_key:Int64}, 'UTC'), {c_id:String})")
-            params.update(c_key=int(ms), c_id=after)
-        direction = "DESC" if q.descending else "ASC"
-        ids = store.query_rows(
-            f"SELECT trace_id, toUnixTimestamp64Milli(start_time) FROM {queries} FINAL "
-            f"WHERE {' AND '.join(page_where)} ORDER BY start_time {direction}, trace_id {direction} LIMIT {n}",
-            params)
-        total = int(store.query_rows(f"SELECT count() FROM {queries} FINAL WHERE {' AND '.join(where)}",
+        total = int(store.query_rows(f"SELECT count() FROM {queries} FINAL WHERE {' AND '.join([*rwhere, is_query])}",
                                      params)[0][0])
+        keyed = _time_page(store, q, rwhere, params)
     else:
         none = _NO_CONFIDENCE_DESC if q.descending else _NO_CONFIDENCE_ASC
-        lwhere.append(f"trace_id IN (SELECT trace_id FROM {queries} FINAL WHERE {' AND '.join(qwhere)})")
-        base = (f"SELECT trace_id, ifNull(confidence, {none}) AS ck FROM {labels} FINAL "
-                f"WHERE {' AND '.join(lwhere)}")
-        page_sql = f"SELECT trace_id, ck FROM ({base})"
+        lwhere.append(f"trace_id IN (SELECT trace_id FROM {queries} FINAL WHERE {' AND '.join([*rwhere, is_query])})")
+        page_sql = (f"SELECT trace_id, ifNull(confidence, {none}) AS ck FROM {labels} FINAL "
+                    f"WHERE {' AND '.join(lwhere)}")
+        total = int(store.query_rows(f"SELECT count() FROM ({page_sql})", params)[0][0])
         if q.cursor:
             key, after = _decode_cursor(q.cursor, "confidence", q.descending)
-            page_sql += f" WHERE (ck, trace_id) {'<' if q.descending else '>'} ({{c_key:Float64}}, {{c_id:String}})"
+            page_sql = (f"SELECT trace_id, ck FROM ({page_sql}) WHERE (ck, trace_id) "
+                        f"{'<' if q.descending else '>'} ({{c_key:Float64}}, {{c_id:String}})")
             params.update(c_key=float(key), c_id=after)
         direction = "DESC" if q.descending else "ASC"
-        ids = store.query_rows(f"{page_sql} ORDER BY ck {direction}, trace_id {direction} LIMIT {n}", params)
-        total = int(store.query_rows(f"SELECT count() FROM ({base})", params)[0][0])
-
-    shown = ids[: q.limit]
-    next_cursor = (_encode_cursor(q.sort, q.descending, shown[-1][1], str(shown[-1][0]))
-                   if len(ids) > q.limit else None)
-    rows = _rows(store, q.tenant, q.manifest_id, [str(r[0]) for r in shown])
+        keyed = [(str(t), k, None) for t, k in store.query_rows(
+            f"{page_sql} ORDER BY ck {direction}, trace_id {direction} LIMIT {q.limit + 1}", params)]
+    shown = keyed[: q.limit]
+    next_cursor = (_encode_cursor(q.sort, q.descending, shown[-1][1], shown[-1][0])
+                   if len(keyed) > q.limit else None)
+    rows = _rows(store, q.tenant, q.manifest_id, [(t, root) for t, _, root in shown])
     return TracePage(tuple(rows), total, next_cursor, q)
 
 
-def _rows(store: Store, tenant: str, manifest_id: str | None, ids: Sequence[str]) -> list[TraceRow]:
-    """The display columns of exactly these traces, in this order."""
+def _time_page(store: Store, q: TraceListQuery, rwhere: list[str],
+               params: dict[str, Any]) -> list[tuple[str, int, tuple[Any, ...] | None]]:
+    """The next ``q.limit + 1`` traces in time order after the cursor: ``(trace id, sort key in ms,
+    its winning root row)``, exactly, without reading every trace.
+
+    The newest (oldest, ascending) ``k`` root rows that match are the candidates; their traces'
+    winning rows are decided from all their rows and filtered again, as `read_traces` pages. That
+    is exact once the last winner kept sorts no later than the k-th candidate (a trace whose winner
+    sorts before it has that row among the candidates) or when fewer than ``k`` rows match at all;
+    otherwise ``k`` grows fourfold.
+    """
+    n = q.limit + 1
+    direction, before = ("DESC", "<") if q.descending else ("ASC", ">")
+    where = list(rwhere)
+    if q.cursor:
+        ms, after = _decode_cursor(q.cursor, "time", q.descending)
+        where.append(f"(start_time, trace_id) {before} (fromUnixTimestamp64Milli({{c_key:Int64}}, 'UTC'), "
+                     "{c_id:String})")
+        params.update(c_key=int(ms), c_id=after)
+    queries = store.table("queries")
+    flt = TraceFilter(tenant=q.tenant, since=q.since)
+    k = n + max(16, n // 4)
+    while True:
+        cands = store.query_rows(
+            f"SELECT trace_id, toUnixTimestamp64Milli(start_time), root_priority FROM {queries} "
+            f"WHERE {' AND '.join(where)} ORDER BY start_time {direction}, trace_id {direction} LIMIT {k}", params)
+        if not cands:
+            return []
+        p = {**params, "cand_ids": list(dict.fromkeys(str(c[0]) for c in cands)),
+             "qc_ids": sorted({str(c[0]) for c in cands if c[2] not in (0, SDK_ROOT_PRIORITY)})}
+        winners = winners_sql(store, _ROW_COLUMNS, ["tenant = {tenant:String}", rows_of(
+            store, ["tenant = {tenant:String}", "trace_id IN {cand_ids:Array(String)}"])])
+        is_query = query_condition(store, flt, among="SELECT arrayJoin({qc_ids:Array(String)})")
+        page = store.query_rows(
+            f"SELECT trace_id, toUnixTimestamp64Milli(start_time), start_time, release, service, route, query "
+            f"FROM ({winners}) WHERE {' AND '.join([*where, is_query])} "
+            f"ORDER BY start_time {direction}, trace_id {direction} LIMIT {n}", p)
+        cut = (cands[-1][1], cands[-1][0])
+        last = (page[-1][1], page[-1][0]) if page else None
+        # (time, id) tuples compare as the listing sorts: "no later" is >= newest first, <= oldest first
+        settled = last is not None and (last >= cut if q.descending else last <= cut)
+        if len(cands) < k or (len(page) == n and settled):
+            return [(str(r[0]), int(r[1]), tuple(r[2:])) for r in page]
+        k *= 4
+
+
+def _rows(store: Store, tenant: str, manifest_id: str | None,
+          ids: Sequence[tuple[str, tuple[Any, ...] | None]]) -> list[TraceRow]:
+    """The display rows of exactly these traces, in this order: the winning root row (given, or
+    read) and the newest label of the manifest, each per trace without FINAL."""
     if not ids:
         return []
-    params: dict[str, Any] = {"tenant": tenant, "ids": list(ids), "manifest": manifest_id or ""}
-    found = {str(r[0]): r for r in store.query_rows(
-        f"SELECT trace_id, start_time, release, service, route, query FROM {store.table('queries')} FINAL "
-        "WHERE tenant = {tenant:String} AND trace_id IN {ids:Array(String)}", params)}
-    labels = {str(r[0]): r for r in store.query_rows(
-        f"SELECT trace_id, failure_mode, confidence, gold_in_context, groundedness, generation "
-        f"FROM {store.table('labels')} FINAL WHERE tenant = {{tenant:String}} AND manifest_id = {{manifest:String}} "
-        "AND trace_id IN {ids:Array(String)}", params)} if manifest_id else {}
+    params: dict[str, Any] = {"tenant": tenant, "ids": [t for t, _ in ids], "manifest": manifest_id or ""}
+    found = {t: root for t, root in ids if root is not None}
+    missing = [t for t, root in ids if root is None]
+    if missing:
+        winners = winners_sql(store, ("start_time", "release", "service", "route", "query"),
+                              ["tenant = {tenant:String}", "trace_id IN {missing:Array(String)}"])
+        found.update((str(r[0]), tuple(r[1:])) for r in store.query_rows(
+            f"SELECT trace_id, start_time, release, service, route, query FROM ({winners})",
+            {**params, "missing": missing}))
+    # the newest label row of each trace under the manifest (what FINAL would keep)
+    labels = {str(r[0]): r[1] for r in store.query_rows(
+        "SELECT trace_id, argMax(tuple(failure_mode, confidence, gold_in_context, groundedness, generation), "
+        f"labelled_at) FROM {store.table('labels')} WHERE tenant = {{tenant:String}} AND manifest_id = "
+        "{manifest:String} AND trace_id IN {ids:Array(String)} GROUP BY trace_id", params)} if manifest_id else {}
     out = []
-    for trace_id in ids:
-        qrow, lrow = found.get(trace_id), labels.get(trace_id)
-        row = TraceRow(trace_id=trace_id, start_time=as_utc(qrow[1]) if qrow else None,
-                       release=str(qrow[2]) if qrow else "", service=str(qrow[3]) if qrow else "",
-                       route=str(qrow[4]) if qrow else "", query=str(qrow[5]) if qrow else "",
-                       labelled=lrow is not None)
-        if lrow is not None:
-            row = replace(row, failure_mode=str(lrow[1]), confidence=lrow[2], gold_in_context=lrow[3],
-                          groundedness=lrow[4], generation=str(lrow[5]) or None)
+    for trace_id, _ in ids:
+        root, lab = found.get(trace_id), labels.get(trace_id)
+        row = TraceRow(trace_id=trace_id, start_time=as_utc(root[0]) if root else None,
+                       release=str(root[1]) if root else "", service=str(root[2]) if root else "",
+                       route=str(root[3]) if root else "", query=str(root[4]) if root else "",
+                       labelled=lab is not None)
+        if lab is not None:
+            row = replace(row, failure_mode=str(lab[0]), confidence=lab[1], gold_in_context=lab[2],
+                          groundedness=lab[3], generation=str(lab[4]) or None)
         out.append(row)
     return out
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ragtrace_review.queues import Decision, decisions_for_trace, queue_names
-from ragtrace_review.trace_list import ManifestInfo, list_manifests
+from ragtrace_review.trace_list import ManifestInfo, manifest_infos
 from ragtrace_review.view import ItemView, trace_view
 from ragtrace_store import LabelError, LabelRecord, Store, TraceRecord, as_utc, read_labels
 
@@ -65,14 +65,13 @@ def trace_page_view(store: Store, *, tenant: str, trace_id: str, manifest_id: st
     (default: the most recently used manifest that labelled this trace)."""
     traces = list(store.read_traces(tenant=tenant, trace_ids=[trace_id], with_content=True))
     trace = traces[0] if traces else None
-    manifests = {m.manifest_id: m for m in list_manifests(store, tenant)}
     label_error = None
     try:
+        # most recently used manifest first (read_labels' order)
         records = read_labels(store, tenant=tenant, trace_ids=[trace_id])
     except LabelError as exc:
         records, label_error = [], str(exc)
-    order = list(manifests)
-    records.sort(key=lambda r: order.index(r.manifest_id) if r.manifest_id in manifests else len(order))
+    manifests = manifest_infos(store, [r.manifest_id for r in records])
     entries = tuple(LabelEntry(r, manifests.get(r.manifest_id)) for r in records)
     chosen = next((r for r in records if r.manifest_id == manifest_id), None) if manifest_id else \
         (records[0] if records else None)
