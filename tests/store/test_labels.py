@@ -61,8 +61,8 @@ def _record(**changes: Any) -> dict[str, Any]:
 def test_names_and_precedence_are_the_wire_values() -> None:
     assert FAILURE_MODES == ("retrieval_gap", "rank_inversion", "under_use", "fabrication", "ok")
     # the enum's order is the documented precedence; incomplete is an outcome, last and not a mode
-    assert tuple(FailureMode)[:-1] == FAILURE_MODES and FailureMode.INCOMPLETE == tuple(FailureMode)[-1]
-    assert OUTCOMES == (*FAILURE_MODES, "incomplete")
+    assert tuple(FailureMode)[:-1] == FAILURE_MODES and tuple(FailureMode)[-1] == FailureMode.INCOMPLETE
+    assert (*FAILURE_MODES, "incomplete") == OUTCOMES
     assert CLAIM_VERDICTS == ("entailed", "neutral", "contradicted")
     assert GENERATION_VERDICTS[:3] == CLAIM_VERDICTS and GENERATION_VERDICTS[3] == "abstained"
     assert all(type(m) is str for m in FAILURE_MODES)  # plain strings: safe as dict keys for orjson
