@@ -149,15 +149,17 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def write_traces(store: Any, tenant: str, traces: Sequence[Trace]) -> None:
-    """Rows as the collector writes them: queries, documents per stage, passages by hash, gold."""
-    now = datetime.now(UTC)
+def write_traces(store: Any, tenant: str, traces: Sequence[Trace], *, root_priority: int = 0,
+                 received_at: datetime | None = None) -> None:
+    """Rows as the collector writes them: queries, documents per stage, passages by hash, gold.
+    ``root_priority`` 3 writes the roots as the SDK's; ``received_at`` (default now) dates every row."""
+    now = received_at or datetime.now(UTC)
     queries, docs, passages, gold = [], [], [], []
     seen: set[str] = set()
     for i, tr in enumerate(traces):
         start = tr.start + timedelta(seconds=i)
         queries.append((tenant, tr.trace_id, "root", tr.query_id, tr.service, tr.release, "test", tr.route, QUERY,
-                        tr.answer, False, "OK", start, 12.5, now))
+                        tr.answer, False, "OK", start, 12.5, now, root_priority))
         stages = [("retrieved", "s-ret", tr.retrieved, None)]
         if tr.reranked is not None:
             stages.append(("reranked", "s-rr", tr.reranked, len(tr.context)))
@@ -174,7 +176,7 @@ def write_traces(store: Any, tenant: str, traces: Sequence[Trace]) -> None:
             gold.append((tenant, "", tr.trace_id, doc, 1, "span", now))
     store.insert("queries", queries, ["tenant", "trace_id", "span_id", "query_id", "service", "release",
                                       "environment", "route", "query", "answer", "answer_streamed", "status_code",
-                                      "start_time", "duration_ms", "received_at"])
+                                      "start_time", "duration_ms", "received_at", "root_priority"])
     store.insert("documents", docs, ["tenant", "trace_id", "span_id", "stage", "rank", "doc_id", "score",
                                      "content_hash", "metadata", "top_k", "start_time", "received_at"])
     store.insert("passages", passages, ["tenant", "content_hash", "content", "truncated", "first_seen"])

@@ -4,6 +4,7 @@ labels written back, resumable, deterministic sampling, per-trace JSON Lines."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -262,3 +263,89 @@ def test_reference_answers_join_by_query_id_and_score_the_answer(chdb_store: Any
     assert recs["ref-none"]["score_basis"] == recs["ref-noid"]["score_basis"] == "grounding"
     manifest = load_manifest(chdb_store, report["manifest_id"])
     assert manifest is not None and "reference" in manifest["formula_version"]
+
+
+# --- duplicates and late spans, read without FINAL -------------------------------------------------------
+_Q_COLS = ["tenant", "trace_id", "span_id", "query_id", "service", "release", "environment", "route", "query",
+           "answer", "answer_streamed", "status_code", "start_time", "duration_ms", "root_priority", "received_at"]
+
+
+def _gateway_roots(store: Any, tenant: str, traces: list[Trace], received: datetime) -> None:
+    """A gateway's HTTP server span above each trace's SDK root: another service, release and route,
+    3 ms earlier, exported after it (a parent ends last). It claims the root with priority 1."""
+    store.insert("queries", [
+        (tenant, tr.trace_id, "gw-span", "", "gateway", "gw-9", "prod", "/gw", "", None, False, "OK",
+         tr.start + timedelta(seconds=i) - timedelta(milliseconds=3), 40.0, 1, received)
+        for i, tr in enumerate(traces)], _Q_COLS)
+
+
+@pytest.fixture
+def no_merges(chdb_store: Any) -> Iterator[None]:
+    """Background merges stopped, so duplicates stay in their own parts (as between merges in
+    production) and the readers, not the engine's merges, must collapse them."""
+    tables = ("queries", "documents", "spans", "gold")
+    for t in tables:
+        chdb_store.command(f"SYSTEM STOP MERGES {chdb_store.table(t)}")
+    try:
+        yield
+    finally:
+        for t in tables:
+            chdb_store.command(f"SYSTEM START MERGES {chdb_store.table(t)}")
+
+
+def _read(store: Any, tenant: str, **kw: Any) -> list[dict[str, Any]]:
+    return [r.as_json(with_content=True) for r in store.read_traces(tenant=tenant, with_content=True, **kw)]
+
+
+def test_duplicate_root_rows_and_a_gateway_root_read_exactly(chdb_store: Any, no_merges: None) -> None:
+    tenant = "audit-dupes"
+    traces = list(scenario("d").values())
+    t0 = datetime(2026, 11, 2, tzinfo=UTC)
+    write_traces(chdb_store, tenant, traces, root_priority=3, received_at=t0)
+    before, report = _read(chdb_store, tenant), _audit(chdb_store, tenant)
+    assert len(before) == len(traces) and report["n"] == len(traces)
+
+    # every row again, as a retried batch and a spool replay write it (later, then the same time),
+    # and the gateway's root claimant arriving last: three more parts, nothing merged
+    write_traces(chdb_store, tenant, traces, root_priority=3, received_at=t0 + timedelta(seconds=30))
+    write_traces(chdb_store, tenant, traces, root_priority=3, received_at=t0 + timedelta(seconds=30))
+    _gateway_roots(chdb_store, tenant, traces, t0 + timedelta(minutes=1))
+    (rows,) = chdb_store.query_rows(f"SELECT count() FROM {chdb_store.table('queries')} WHERE tenant = {{t:String}}",
+                                    {"t": tenant})[0]
+    assert rows == 4 * len(traces)
+
+    assert _read(chdb_store, tenant) == before
+    assert _read(chdb_store, tenant, release="r1") == before
+    assert _read(chdb_store, tenant, release="gw-9") == [] and _read(chdb_store, tenant, service="gateway") == []
+    assert [r["trace_id"] for r in _read(chdb_store, tenant, limit=3)] == [r["trace_id"] for r in before[:3]]
+    again = _audit(chdb_store, tenant, resume=False)
+    assert again["n"] == len(traces) and again["failure_modes"] == report["failure_modes"]
+    assert again["sampling"]["n_candidates"] == 4 * len(traces)  # rows, an upper bound (documented)
+    one = _audit(chdb_store, tenant, release="gw-9")
+    assert one["n"] == 0  # the gateway's rows never win a trace
+
+
+def test_late_spans_change_what_a_trace_reads(chdb_store: Any, no_merges: None) -> None:
+    tenant = "audit-late"
+    tr = Trace("late-1", "r1", ["gold", "freeze"], ["gold"], GOOD, gold=["gold"])
+    t0 = datetime(2026, 11, 3, tzinfo=UTC)
+    # the gateway's span arrives first: a root that is no query (no stage span, not the SDK's)
+    _gateway_roots(chdb_store, tenant, [tr], t0)
+    assert _read(chdb_store, tenant) == []
+    assert [r["release"] for r in _read(chdb_store, tenant, include_all=True)] == ["gw-9"]
+    # then the SDK's root and its documents: it outranks the gateway's span
+    write_traces(chdb_store, tenant, [tr], root_priority=3, received_at=t0 + timedelta(seconds=2))
+    (got,) = _read(chdb_store, tenant)
+    assert (got["release"], [d["id"] for d in got["retrieved"]], got["gold_ids"]) == ("r1", ["gold", "freeze"], ["gold"])
+    # a re-sent retriever span with one document more (late, newer): only its newest version reads
+    chdb_store.insert("documents", [(tenant, tr.trace_id, "s-ret", "retrieved", 2, "ocean", 0.1, "h-ocean", "", None,
+                                     tr.start, t0 + timedelta(seconds=9))],
+                      ["tenant", "trace_id", "span_id", "stage", "rank", "doc_id", "score", "content_hash",
+                       "metadata", "top_k", "start_time", "received_at"])
+    (got,) = _read(chdb_store, tenant)
+    assert [d["id"] for d in got["retrieved"]] == ["gold", "freeze", "ocean"]
+    # a gold judgement withdrawn later (relevance 0, newer) is no longer gold
+    chdb_store.insert("gold", [(tenant, "", tr.trace_id, "gold", 0, "span", t0 + timedelta(seconds=9))],
+                      ["tenant", "query_id", "trace_id", "doc_id", "relevance", "source", "added_at"])
+    (got,) = _read(chdb_store, tenant)
+    assert got["gold_ids"] == []

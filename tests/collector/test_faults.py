@@ -80,6 +80,10 @@ def test_store_outage_spools_and_recovers_exactly(tmp_path: Path) -> None:
         assert float(next(line.split()[1] for line in metrics.splitlines()
                           if line.startswith("ragtrace_spool_replayed_records_total"))) >= 1
         assert _counts(store, "out") == {"queries": (12, 12), "spans": (48, 48), "documents": (12 * 65, 12 * 65)}
+        # and the read model, which collapses replays and retries without FINAL, reads each trace once, whole
+        read = list(store.read_traces(release="out"))
+        assert sorted(r.trace_id for r in read) == sorted(tr.trace_id for tr in traces)
+        assert all((len(r.retrieved), len(r.context)) == (20, 5) for r in read)
         assert [p.name for p in (tmp_path / "spool").glob("*.wal")] == []  # nothing left to replay
     finally:
         store.close()

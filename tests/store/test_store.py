@@ -56,3 +56,31 @@ def test_a_reference_on_the_root_span_is_stored_and_wins_over_an_imported_one(ch
                    blank.trace_id: None}
     assert next(iter(chdb_store.read_traces(tenant=tenant, trace_ids=[with_ref.trace_id]))).as_json()[
         "reference"] == "1,465"
+
+
+def test_pages_are_exact_when_most_root_rows_are_duplicates(chdb_store: Any) -> None:
+    """Three root rows per trace (the SDK's, a retried copy, a gateway span 2 ms earlier): a page's
+    newest rows name a third as many traces, so the reader must widen its look until the page is
+    certain; no trace is missed, repeated, or read with the gateway's values."""
+    from datetime import UTC, datetime, timedelta
+
+    tenant = f"dupes-{uuid.uuid4().hex[:8]}"
+    base = datetime(2026, 9, 30, 23, 0, tzinfo=UTC)  # the traces straddle a month's partitions
+    cols = ["tenant", "trace_id", "span_id", "service", "release", "route", "query", "start_time", "root_priority",
+            "received_at"]
+    ids = [uuid.uuid4().hex for _ in range(1203)]
+    starts = [base + timedelta(seconds=6 * (i // 3)) for i in range(len(ids))]  # ties of three
+    sdk = [(tenant, t, "sdk", "qa", "r1", "/ask", "q", s, 3, base) for t, s in zip(ids, starts, strict=True)]
+    chdb_store.insert("queries", sdk, cols)
+    chdb_store.insert("queries", [r[:9] + (base + timedelta(hours=5),) for r in sdk], cols)
+    chdb_store.insert("queries", [(tenant, t, "gw", "gateway", "gw-1", "/gw", "", s - timedelta(milliseconds=2), 1,
+                                   base + timedelta(hours=6)) for t, s in zip(ids, starts, strict=True)], cols)
+    expected = [t for _s, t in sorted(zip(starts, ids, strict=True), key=lambda x: (-x[0].timestamp(), x[1]))]
+    got = list(chdb_store.read_traces(tenant=tenant))
+    assert [r.trace_id for r in got] == expected
+    assert {(r.release, r.service, r.route) for r in got} == {("r1", "qa", "/ask")}
+    assert [r.trace_id for r in chdb_store.read_traces(tenant=tenant, limit=777)] == expected[:777]
+    since = starts[600]
+    assert [r.trace_id for r in chdb_store.read_traces(tenant=tenant, since=since)] == [
+        t for t in expected if starts[ids.index(t)] >= since]
+    assert list(chdb_store.read_traces(tenant=tenant, release="gw-1", include_all=True)) == []

@@ -9,7 +9,7 @@ When the store is down (an insert fails and a ``SELECT 1`` probe fails too) the 
 it stops holding rows in memory, because the spool already has them, and keeps probing. When the
 store answers again it replays the spooled segments from disk. Re-inserting something that was
 already written is harmless: every table is a ReplacingMergeTree keyed by span (or trace, or
-content hash), and readers use FINAL.
+content hash), and readers keep the newest row of each key (ragtrace_store.roots).
 
 A batch the store refuses while it otherwise works is split per request; a request it still
 refuses (while others in the batch go in) is data the store cannot take: it is kept in

@@ -8,7 +8,7 @@ reader of each form:
 - JSON: `LabelRecord.to_json` / `LabelRecord.from_json` (and `write_label_lines` /
   `read_label_lines` for JSON Lines files, one record per line, ``ensure_ascii=False``);
 - the ``labels`` table: `write_labels` / `read_labels` (one row per ``(tenant, manifest_id,
-  trace_id)``, the table's key; readers use ``FINAL`` so the newest version of a row wins).
+  trace_id)``, the table's key; the newest version of a row wins, decided per key without ``FINAL``).
 
 The primary failure mode of a query is the first that applies, in this precedence (DESIGN.md,
 "Labels"; `FAILURE_MODES` keeps this order):
@@ -591,17 +591,25 @@ def read_labels(store: Store, *, tenant: str, manifest_id: str | None = None, re
     if manifest_id is not None:
         where.append("manifest_id = {manifest_id:String}")
         params["manifest_id"] = manifest_id
-    sql = ("SELECT manifest_id, trace_id, query_id, release, service, failure_mode, gold_in_pool, gold_in_context, "
-           "passed, score, confidence, detail, max(labelled_at) OVER (PARTITION BY manifest_id) AS newest "
-           f"FROM {store.table('labels')} FINAL WHERE {{where}} "
-           "ORDER BY newest DESC, manifest_id, trace_time, trace_id")
+    def sql(conds: list[str]) -> str:
+        cond = " AND ".join(conds)
+        # the newest version of each (manifest, trace) among the rows of the keys that match (by the
+        # table's key, so only those rows are read; no FINAL), and the filters on that version
+        cols = ("manifest_id, trace_id, query_id, release, service, failure_mode, gold_in_pool, gold_in_context, "
+                "passed, score, confidence, detail")
+        return (f"SELECT {cols}, max(labelled_at) OVER (PARTITION BY manifest_id) AS newest FROM ("
+                f"SELECT tenant, {cols}, trace_time, labelled_at FROM {store.table('labels')} "
+                "WHERE tenant = {tenant:String} AND (manifest_id, trace_id) IN (SELECT manifest_id, trace_id FROM "
+                f"{store.table('labels')} WHERE {cond}) ORDER BY labelled_at DESC LIMIT 1 BY manifest_id, trace_id) "
+                f"WHERE {cond} ORDER BY newest DESC, manifest_id, trace_time, trace_id")
+
     if trace_ids is None:
-        rows = store.query_rows(sql.format(where=" AND ".join(where)), params)
+        rows = store.query_rows(sql(where), params)
     else:
         ids = list(trace_ids)
         rows = []
         for i in range(0, len(ids), _READ_CHUNK):
-            rows += store.query_rows(sql.format(where=" AND ".join([*where, "trace_id IN {ids:Array(String)}"])),
+            rows += store.query_rows(sql([*where, "trace_id IN {ids:Array(String)}"]),
                                      {**params, "ids": ids[i : i + _READ_CHUNK]})
     return [_from_row(tenant, row) for row in rows]
 

@@ -24,6 +24,7 @@ from ragtrace_store.assembly import (
 from ragtrace_store.clock import as_utc
 from ragtrace_store.filters import TraceFilter
 from ragtrace_store.records import DEFAULT_TENANT, STAGE_CONTEXT, DocumentRef, TraceRecord
+from ragtrace_store.roots import TRACE_HASH, winners_sql
 
 if TYPE_CHECKING:
     from ragtrace_store.client import Store
@@ -49,25 +50,14 @@ def read_traces(
     only queries (`query_condition`) unless ``include_all`` (the others have ``is_query`` False)."""
     flt = TraceFilter(tenant=tenant, service=service, release=release, since=since, until=until,
                       trace_ids=trace_ids)
-    where, params = flt.conditions()
-    if not include_all:
-        where.append(query_condition(store, flt))
     # Pages of roots (keyset pagination on the sort order), each assembled before the next is
     # read, so memory stays bounded however large the store is.
     page = 500
     left = limit
     after: tuple[Any, str] | None = None
     while left is None or left > 0:
-        cond = list(where)
-        if after is not None:
-            cond.append("(start_time < {after_t:DateTime64(3, 'UTC')} OR (start_time = "
-                        "{after_t:DateTime64(3, 'UTC')} AND trace_id > {after_id:String}))")
-            params["after_t"], params["after_id"] = after
         n = page if left is None else min(page, left)
-        roots = store.query_rows(
-            "SELECT trace_id, query_id, service, release, environment, route, start_time, query, answer, span_id, "
-            f"root_priority, kind FROM {store.table('queries')} FINAL WHERE {' AND '.join(cond)} "
-            f"ORDER BY start_time DESC, trace_id LIMIT {int(n)}", params)
+        roots = _root_page(store, flt, after, n, include_all)
         if not roots:
             return
         yield from _assemble(store, tenant, roots, with_content)
@@ -76,6 +66,71 @@ def read_traces(
         after = (roots[-1][6], roots[-1][0])
         if left is not None:
             left -= len(roots)
+
+
+#: the root row's columns `_assemble` reads, after trace_id
+_ROOT_COLUMNS = ("query_id", "service", "release", "environment", "route", "start_time", "query", "answer",
+                 "span_id", "root_priority", "kind")
+#: what deciding a page takes: the filters' columns and query_condition's, all in the projections of 0005
+_PAGE_COLUMNS = ("service", "release", "route", "start_time", "root_priority", "kind")
+_AFTER = ("(start_time < {after_t:DateTime64(3, 'UTC')} OR (start_time = {after_t:DateTime64(3, 'UTC')} "
+          "AND trace_id > {after_id:String}))")
+
+
+def _root_page(store: Store, flt: TraceFilter, after: tuple[Any, str] | None, n: int,
+               include_all: bool) -> list[tuple[Any, ...]]:
+    """The next ``n`` roots after ``after`` (newest first, then by trace id), each trace's winning
+    root row (`ragtrace_store.roots`), exactly, without FINAL.
+
+    The newest ``k`` root rows that match are the candidates; their traces' winners are decided
+    from all their rows and filtered. That is exact as soon as the n-th winner sorts no later than
+    the k-th candidate (a trace whose winner sorts before it has that row among the candidates) or
+    when fewer than ``k`` rows match at all; otherwise ``k`` grows fourfold. So a page reads about
+    its own size, through the ``by_time`` projection (migration 0005) for the candidates and the
+    ``by_hash`` one for their rows.
+    """
+    where, params = flt.conditions()
+    if after is not None:
+        where.append(_AFTER)
+        params["after_t"], params["after_id"] = after
+    k = n + max(16, n // 4)
+    while True:
+        cands = store.query_rows(
+            f"SELECT trace_id, start_time, root_priority FROM {store.table('queries')} WHERE {' AND '.join(where)} "
+            f"ORDER BY start_time DESC, trace_id LIMIT {int(k)}", params)
+        if not cands:
+            return []
+        p = {**params, "cand_ids": list(dict.fromkeys(c[0] for c in cands)),
+             # query_condition reads spans only for the candidates not rooted by the SDK
+             "qc_ids": list({c[0] for c in cands if c[2] not in (0, SDK_ROOT_PRIORITY)})}
+        cond = list(where)
+        if not include_all:
+            cond.append(query_condition(store, flt, among="SELECT arrayJoin({qc_ids:Array(String)})"))
+        winners = winners_sql(store, _PAGE_COLUMNS, ["tenant = {tenant:String}", _by_hash("cand_ids"),
+                                                     "trace_id IN {cand_ids:Array(String)}"])
+        page = store.query_rows(f"SELECT trace_id, start_time FROM ({winners}) WHERE {' AND '.join(cond)} "
+                                f"ORDER BY start_time DESC, trace_id LIMIT {int(n)}", p)
+        cutoff = (cands[-1][1], cands[-1][0])
+        if len(cands) < k or (len(page) == n and _not_after(page[-1][1], page[-1][0], *cutoff)):
+            break
+        k *= 4
+    if not page:
+        return []
+    full = winners_sql(store, _ROOT_COLUMNS, ["tenant = {tenant:String}", "trace_id IN {page_ids:Array(String)}"])
+    return store.query_rows(f"SELECT trace_id, {', '.join(_ROOT_COLUMNS)} FROM ({full}) "
+                            "ORDER BY start_time DESC, trace_id",
+                            {"tenant": flt.tenant, "page_ids": [r[0] for r in page]})
+
+
+def _not_after(t: Any, trace_id: str, cut_t: Any, cut_id: str) -> bool:
+    """Whether (t, trace_id) sorts no later than the cutoff in newest-first, then id, order."""
+    return bool(t > cut_t or (t == cut_t and trace_id <= cut_id))
+
+
+def _by_hash(param: str) -> str:
+    """Rows of the traces listed in ``{param:Array(String)}``, found through `TRACE_HASH` (the
+    ``by_hash`` projection), not by reading the table in trace-id order."""
+    return f"{TRACE_HASH} IN (SELECT {TRACE_HASH} FROM (SELECT arrayJoin({{{param}:Array(String)}}) AS trace_id))"
 
 
 def query_condition(store: Store, flt: TraceFilter, *, among: str | None = None) -> str:
@@ -118,7 +173,11 @@ def _assemble(store: Store, tenant: str, roots: list[tuple[Any, ...]], with_cont
     docs = store.query_rows(
         f"SELECT d.trace_id, d.stage, d.span_id, d.rank, d.doc_id, d.score, d.content_hash, "
         f"{content_col}, d.metadata, d.top_k, d.start_time "
-        f"FROM {store.table('documents')} AS d FINAL "
+        f"FROM (SELECT trace_id, stage, span_id, rank, doc_id, score, content_hash, metadata, top_k, start_time, "
+        f"received_at FROM {store.table('documents')} "
+        "WHERE tenant = {tenant:String} AND trace_id IN {ids:Array(String)} "
+        # the table's key, newest version first: what FINAL would keep, for these traces only
+        "ORDER BY received_at DESC LIMIT 1 BY trace_id, stage, span_id, rank) AS d "
         + (f"LEFT JOIN (SELECT content_hash, argMax(content, content_length) AS content "
            f"FROM {store.table('passages')} "
            "WHERE tenant = {tenant:String} AND content_hash IN (SELECT content_hash FROM "
@@ -132,8 +191,7 @@ def _assemble(store: Store, tenant: str, roots: list[tuple[Any, ...]], with_cont
         + f"LEFT JOIN (SELECT trace_id, span_id, max(received_at) AS span_received FROM {store.table('spans')} "
         "WHERE tenant = {tenant:String} AND trace_id IN {ids:Array(String)} GROUP BY trace_id, span_id) AS s "
         "ON s.trace_id = d.trace_id AND s.span_id = d.span_id "
-        "WHERE d.tenant = {tenant:String} AND d.trace_id IN {ids:Array(String)} "
-        "AND d.received_at >= s.span_received "
+        "WHERE d.received_at >= s.span_received "
         "ORDER BY d.trace_id, d.stage, d.start_time, d.span_id, d.rank",
         params,
     )
@@ -141,9 +199,11 @@ def _assemble(store: Store, tenant: str, roots: list[tuple[Any, ...]], with_cont
     for row in docs:
         by_trace.setdefault(row[0], {}).setdefault(row[1], []).append(row)
     gold_rows = store.query_rows(
-        f"SELECT trace_id, query_id, doc_id FROM {store.table('gold')} FINAL "
-        "WHERE tenant = {tenant:String} AND relevance > 0 AND (trace_id IN {ids:Array(String)} "
-        "OR query_id IN {qids:Array(String)})",
+        # the newest judgement of each (source, query, trace, document) decides; then only relevant ones
+        "SELECT trace_id, query_id, doc_id FROM (SELECT query_id, trace_id, doc_id, "
+        f"argMax(relevance, added_at) AS rel FROM {store.table('gold')} WHERE tenant = {{tenant:String}} "
+        "AND (trace_id IN {ids:Array(String)} OR query_id IN {qids:Array(String)}) "
+        "GROUP BY source, query_id, trace_id, doc_id) WHERE rel > 0",
         {**params, "qids": [r[1] for r in roots if r[1]]},
     )
     gold_by_trace: dict[str, set[str]] = {}
@@ -203,9 +263,11 @@ def _references(store: Store, tenant: str, trace_ids: list[str],
     (``ragtrace.reference.answer``) is keyed by its trace and wins for that trace; imported ones
     (trace_id '') apply to every trace of their query id."""
     rows = store.query_rows(
-        f"SELECT query_id, trace_id, reference FROM {store.table('reference_answers')} FINAL "
-        "WHERE tenant = {tenant:String} AND reference != '' AND (trace_id IN {ids:Array(String)} "
-        "OR (trace_id = '' AND query_id IN {qids:Array(String)}))",
+        # the newest reference of each (query, trace) decides; a blank one is none
+        "SELECT query_id, trace_id, ref FROM (SELECT query_id, trace_id, argMax(reference, added_at) AS ref "
+        f"FROM {store.table('reference_answers')} WHERE tenant = {{tenant:String}} "
+        "AND (trace_id IN {ids:Array(String)} OR (trace_id = '' AND query_id IN {qids:Array(String)})) "
+        "GROUP BY query_id, trace_id) WHERE ref != ''",
         {"tenant": tenant, "ids": trace_ids, "qids": query_ids},
     )
     by_trace = {t: ref for _q, t, ref in rows if t}
@@ -222,7 +284,8 @@ def _span_nodes(store: Store, tenant: str, trace_ids: list[str]) -> dict[str, di
     (no attributes)."""
     rows = store.query_rows(
         f"SELECT trace_id, span_id, parent_span_id, kind, name, start_time, end_time, dropped_attributes "
-        f"FROM {store.table('spans')} FINAL WHERE tenant = {{tenant:String}} AND trace_id IN {{ids:Array(String)}}",
+        f"FROM {store.table('spans')} WHERE tenant = {{tenant:String}} AND trace_id IN {{ids:Array(String)}} "
+        "ORDER BY received_at DESC LIMIT 1 BY trace_id, span_id",
         {"tenant": tenant, "ids": trace_ids},
     )
     out: dict[str, dict[str, SpanNode]] = {}
@@ -236,8 +299,9 @@ def _span_attributes(store: Store, tenant: str, trace_ids: list[str]) -> dict[st
     if not trace_ids:
         return {}
     rows = store.query_rows(
-        f"SELECT trace_id, span_id, attributes FROM {store.table('spans')} FINAL "
-        "WHERE tenant = {tenant:String} AND trace_id IN {ids:Array(String)} AND kind IN {kinds:Array(String)}",
+        f"SELECT trace_id, span_id, attributes FROM {store.table('spans')} "
+        "WHERE tenant = {tenant:String} AND trace_id IN {ids:Array(String)} AND kind IN {kinds:Array(String)} "
+        "ORDER BY received_at DESC LIMIT 1 BY trace_id, span_id",
         {"tenant": tenant, "ids": trace_ids, "kinds": list(STAGE_KINDS)},
     )
     out: dict[str, dict[str, dict[str, Any]]] = {t: {} for t in trace_ids}

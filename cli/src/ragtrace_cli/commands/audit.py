@@ -296,7 +296,8 @@ def labels_main(argv: list[str]) -> int:
 
 def _matched_queries(store: Any, tenant: str, query_ids: list[str]) -> int:
     matched = store.query_rows(
-        f"SELECT count(DISTINCT query_id) FROM {store.table('queries')} FINAL "
+        # any root row carrying the query id counts (a retried copy names the same one): no FINAL
+        f"SELECT count(DISTINCT query_id) FROM {store.table('queries')} "
         "WHERE tenant = {tenant:String} AND query_id IN {qids:Array(String)}",
         {"tenant": tenant, "qids": query_ids},
     )

@@ -122,8 +122,10 @@ def gold_sources(store: Any, tenant: str, records: Sequence[Any]) -> dict[str, G
     if not ids:
         return {}
     rows = store.query_rows(
-        f"SELECT DISTINCT trace_id FROM {store.table('gold')} FINAL WHERE tenant = {{tenant:String}} "
-        "AND relevance > 0 AND trace_id IN {ids:Array(String)}",
+        # the newest judgement of each gold row decides (as in read_traces), then only relevant ones
+        f"SELECT DISTINCT trace_id FROM (SELECT trace_id, argMax(relevance, added_at) AS rel FROM {store.table('gold')} "
+        "WHERE tenant = {tenant:String} AND trace_id IN {ids:Array(String)} "
+        "GROUP BY source, query_id, trace_id, doc_id) WHERE rel > 0",
         {"tenant": tenant, "ids": ids},
     )
     by_trace = {r[0] for r in rows}
