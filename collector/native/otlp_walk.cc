@@ -18,7 +18,8 @@
 //       span tuple = (trace_id, span_id, parent_span_id, name, start_ns, end_ns, status_code,
 //                     status_message, events_or_None, other_attributes, ordinal_or_None,
 //                     dropped_attributes_count)
-//       ordinal: the span's index when it has document attributes, for documents()
+//       ordinal: the span's index when it has document attributes, for verify() and documents()
+//   request.verify(ordinal) -> bool    # assemble.hashes_match: every claimed content hash is its text's
 //   request.documents(plan, tenant, written) -> (documents columns, passages columns, nbytes)
 //       plan: [(ordinal, trace_id_hex, span_id_hex, start_ms, top_k_or_None, truncating), ...]
 
@@ -493,7 +494,7 @@ bool span_documents(const std::vector<DocAttr>& attrs, std::string_view trace_id
         std::string_view digest;
         if (!sha256_hex(content, &o->owned, &digest, &o->py)) return false;
         truncated = !chash.empty() && chash != digest;
-        if (chash.empty()) chash = digest;
+        chash = digest;  // a prefix is kept under its own hash, as in Python
       }
       if (doc_ids[i].empty() && !chash.empty())
         doc_ids[i] = o->owned.emplace_back("sha256:" + prefix_code_points(chash, 16));
@@ -579,6 +580,7 @@ struct Request {
   std::vector<const Span*>* spans;  // flattened, in request order
   std::vector<std::vector<DocAttr>>* docs;             // per span: its document attributes
   std::vector<std::vector<const KeyValue*>>* others;  // per span: the rest
+  std::unordered_map<std::string, std::string>* verified;  // verify(): content hash -> its checked text
 };
 
 void request_dealloc(Request* self) {
@@ -586,6 +588,7 @@ void request_dealloc(Request* self) {
   Py_BEGIN_ALLOW_THREADS delete self->spans;
   delete self->docs;
   delete self->others;
+  delete self->verified;
   delete self->arena;  // frees the message and any further blocks
   Py_END_ALLOW_THREADS
   give_block(self->block);
@@ -750,7 +753,63 @@ PyObject* request_documents(Request* self, PyObject* args) {
   return Py_BuildValue("(OOL)", docs.p, passages.p, o->nbytes);
 }
 
+// Whether `text` (UTF-8) hashes to the hex sha256 `claimed`: hashlib over a view of the bytes, so
+// the check costs no copy and no decode (the GIL is held). -1 with an error set on failure.
+int sha256_is(std::string_view text, std::string_view claimed) {
+  static PyObject* sha256 = nullptr;
+  if (!sha256) {
+    Ref hashlib(PyImport_ImportModule("hashlib"));
+    if (!hashlib.p) return -1;
+    sha256 = PyObject_GetAttrString(hashlib.p, "sha256");  // kept for the process's lifetime
+    if (!sha256) return -1;
+  }
+  if (claimed.size() != 64) return 0;
+  Ref view(PyMemoryView_FromMemory(const_cast<char*>(text.data()), static_cast<Py_ssize_t>(text.size()), PyBUF_READ));
+  Ref h(view.p ? PyObject_CallOneArg(sha256, view.p) : nullptr);
+  Ref hex(h.p ? PyObject_CallMethod(h.p, "hexdigest", nullptr) : nullptr);
+  if (!hex.p) return -1;
+  Py_ssize_t n;
+  const char* p = PyUnicode_AsUTF8AndSize(hex.p, &n);
+  if (!p) return -1;
+  return std::string_view(p, static_cast<size_t>(n)) == claimed;
+}
+
+// assemble.hashes_match for one span (the GIL is held): every document with text and a claimed
+// content hash must hash to it. A hash checked once in this request is compared, not hashed again.
+PyObject* request_verify(Request* self, PyObject* arg) {
+  Py_ssize_t ordinal = PyLong_AsSsize_t(arg);
+  if (ordinal == -1 && PyErr_Occurred()) return nullptr;
+  if (ordinal < 0 || static_cast<size_t>(ordinal) >= self->spans->size()) {
+    PyErr_SetString(PyExc_IndexError, "span ordinal out of range");
+    return nullptr;
+  }
+  Owned owned;
+  PyAccess py{true};
+  SpanDocuments d;
+  if (!read_documents((*self->docs)[ordinal], &owned, &d, &py)) return nullptr;
+  for (size_t i = 0; i < d.hashes.size(); ++i) {
+    std::string_view chash = d.hashes.values[i];
+    const AnyValue* const* ref = d.contents.get(d.hashes.slots[i]);
+    if (chash.empty() || !ref) continue;
+    std::string_view content;
+    if (!as_text(**ref, &owned, &content, &py)) return nullptr;
+    if (content.empty()) continue;
+    auto known = self->verified->find(std::string(chash));
+    if (known != self->verified->end()) {
+      if (known->second != content) Py_RETURN_FALSE;
+      continue;
+    }
+    int same = sha256_is(content, chash);
+    if (same < 0) return nullptr;
+    if (!same) Py_RETURN_FALSE;
+    self->verified->emplace(std::string(chash), std::string(content));
+  }
+  Py_RETURN_TRUE;
+}
+
 PyMethodDef request_methods[] = {
+    {"verify", reinterpret_cast<PyCFunction>(request_verify), METH_O,
+     "verify(ordinal) -> whether every claimed content hash of that span's documents is its text's"},
     {"spans", reinterpret_cast<PyCFunction>(request_spans), METH_NOARGS,
      "[(resource attributes, [span tuple, ...]), ...] (see otlp_walk.cc)"},
     {"documents", reinterpret_cast<PyCFunction>(request_documents), METH_VARARGS,
@@ -818,6 +877,7 @@ PyObject* parse(PyObject*, PyObject* arg) {
   self->spans = spans;
   self->docs = docs;
   self->others = others;
+  self->verified = new std::unordered_map<std::string, std::string>();
   return reinterpret_cast<PyObject*>(self);
 }
 

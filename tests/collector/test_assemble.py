@@ -155,7 +155,11 @@ def test_truncated_content_is_marked() -> None:
              "retrieval.documents.2.document.id": "c", "retrieval.documents.2.document.content_hash": "e" * 64}
     rows = _rows([T.SpanSpec(tid, os.urandom(8).hex(), "r", attrs)])
     passages = {p["content"]: p for p in _table(rows, "passages")}
-    assert passages["0123456789"]["truncated"] is True and passages["0123456789"]["content_hash"] == "f" * 64
+    # a prefix cannot be checked against the full text's hash, so it is kept under its own hash
+    # (issue 14, item 3): it can never stand for, or replace, the full text of the hash it claimed
+    prefix_hash = hashlib.sha256(b"0123456789").hexdigest()
+    assert passages["0123456789"]["truncated"] is True and passages["0123456789"]["content_hash"] == prefix_hash
+    assert {d["doc_id"]: d["content_hash"] for d in _table(rows, "documents")}["a"] == prefix_hash
     assert passages["short"]["truncated"] is False
     # a hash-only document has a row in documents but no passage text
     assert len(passages) == 2 and len(_table(rows, "documents")) == 3

@@ -326,6 +326,7 @@ def assemble(request: ExportTraceServiceRequest, tenant: str, received_ms: int,
     """
     rows = Rows()
     seen: dict[str, int] = {}
+    verified: dict[str, str] = {}
 
     def on_documents(docs: Any, trace_id: str, span_id: str, other: dict[str, Any], start_ms: int) -> int:
         top_k, truncating = document_options(other)
@@ -333,18 +334,54 @@ def assemble(request: ExportTraceServiceRequest, tenant: str, received_ms: int,
         return _documents(rows.cols, seen, written, ids, scores, contents, metas, hashes, tenant, trace_id, span_id,
                           top_k, truncating, start_ms, python_text)
 
-    return assemble_spans(rows, extract_spans(request), tenant, received_ms, on_documents)
+    def hashes_ok(docs: Any, other: dict[str, Any]) -> bool:
+        # under truncation a text need not hash to the claimed (full text's) hash: it is then stored
+        # under its own hash instead (`_documents`), so it can replace nothing
+        return document_options(other)[1] or hashes_match(docs[2], docs[4], verified, python_text)
+
+    return assemble_spans(rows, extract_spans(request), tenant, received_ms, on_documents, hashes_ok)
 
 
 #: ``on_documents(documents, trace_id, span_id, other, start_ms) -> approximate bytes``
 OnDocuments = Callable[[Any, str, str, dict[str, Any], int], int]
+#: ``check_hashes(documents, other) -> bool``: False rejects the span (`HASH_MISMATCH`)
+CheckHashes = Callable[[Any, dict[str, Any]], bool]
+
+#: why a span is rejected whose document text does not hash to the content hash it claims: the store
+#: keeps one text per hash, so an unchecked claim would let any sender replace another's passage
+HASH_MISMATCH = ("a document's content does not hash to its document.content_hash (the hex sha256 of the "
+                 "UTF-8 text, as the ragtrace SDK sends it; send no hash and the collector computes it): "
+                 "span rejected")
+
+
+def hashes_match(contents: Mapping[int, Any], hashes: Mapping[int, str], verified: dict[str, str],
+                 text_of: Callable[[Any], str]) -> bool:
+    """Whether every document of a span that has both text and a claimed content hash hashes to it
+    (sha256 hex of the UTF-8 text, as ``ragtrace._flatten`` computes it). ``verified`` (hash → text)
+    is the request's memory of checked texts: a passage repeated at several stages is hashed once
+    and then compared. ``native/otlp_walk.cc`` (``Request.verify``) does the same: change both."""
+    for slot, chash in hashes.items():
+        ref = contents.get(slot)
+        if ref is None or not chash:
+            continue
+        text = text_of(ref)
+        if not text:
+            continue
+        known = verified.get(chash)
+        if known is None:
+            if hashlib.sha256(text.encode("utf-8")).hexdigest() != chash:
+                return False
+            verified[chash] = text
+        elif known != text:
+            return False
+    return True
 
 
 def assemble_spans(rows: Rows, groups: Iterable[SpanGroup], tenant: str, received_ms: int,
-                   on_documents: OnDocuments) -> Rows:
+                   on_documents: OnDocuments, check_hashes: CheckHashes | None = None) -> Rows:
     """Fill ``rows`` from a walk's spans: what each span means (a query root, an annotation, gold,
     a reference answer, a rejected span) is decided here, once for both walks; its documents are
-    handed to ``on_documents``."""
+    handed to ``on_documents``, after ``check_hashes`` accepted them."""
     c = rows.cols
     q, g, d = c["queries"], c["gold"], c["documents"]
     span_rows: list[tuple[Any, ...]] = []
@@ -360,6 +397,10 @@ def assemble_spans(rows: Rows, groups: Iterable[SpanGroup], tenant: str, receive
             if len(tid) != 16 or not any(tid) or len(sid) != 8 or not any(sid):
                 rows.rejected += 1
                 rows.note("spans need a 16-byte non-zero trace_id and an 8-byte non-zero span_id")
+                continue
+            if docs is not None and check_hashes is not None and not check_hashes(docs, other):
+                rows.rejected += 1
+                rows.note(HASH_MISMATCH)
                 continue
             trace_id, span_id = tid.hex(), sid.hex()
             parent = parent_id.hex() if parent_id else ""
@@ -565,7 +606,8 @@ def _root_priority(parent: str, kind: str, other: dict[str, Any]) -> int:
 def document_options(other: dict[str, Any]) -> tuple[int | None, bool]:
     """What a span's other attributes say about its documents: the reranker's top_k (valid or
     None), and whether passages may be truncated prefixes. Under the SDK's "truncate:N" mode a
-    passage is a prefix exactly when its text no longer hashes to the full text's hash, sent along."""
+    passage is a prefix exactly when its text no longer hashes to the full text's hash, sent along;
+    such a prefix cannot be checked against that hash and is stored under its own."""
     top_k = other.get(sc.RERANKER_TOP_K)
     valid = isinstance(top_k, int) and not isinstance(top_k, bool) and 0 <= top_k <= MAX_RANK
     return (top_k if valid else None), _s(other.get(sc.CONTENT_MODE)).startswith("truncate")
@@ -617,13 +659,15 @@ def _documents(c: dict[str, dict[str, list[Any]]], seen: dict[str, int],
             truncated = False
             content = None
             # The text is read when it is needed: to hash it, or for a passage not yet seen in this
-            # request (under truncation a longer copy may follow, so it is always read).
+            # request. A claimed hash was checked against the text (`hashes_match`) unless the span
+            # truncates: then the text is kept under the hash of what arrived, so a prefix (or
+            # anything sent as one) never stands for the full text of the hash it claims.
             if content_kv is not None and (truncating or not chash or chash not in seen):
                 content = text_of(content_kv)
             if content and (truncating or not chash):
                 digest = hashlib.sha256(content.encode("utf-8")).hexdigest()
                 truncated = bool(chash) and chash != digest
-                chash = chashes[i] = chash or digest
+                chash = chashes[i] = digest
             if not doc_ids[i]:
                 # OpenInference allows documents without ids; the content hash is a stable stand-in.
                 doc_ids[i] = f"sha256:{chash[:16]}" if chash else ""

@@ -80,7 +80,10 @@ def assemble_body(body: bytes, tenant: str, received_ms: int,
         plan.append((ordinal, trace_id, span_id, start_ms, top_k, truncating))
         return 0  # counted below, with the rows
 
-    A.assemble_spans(rows, request.spans(), tenant, received_ms, on_documents)
+    def hashes_ok(ordinal: Any, other: dict[str, Any]) -> bool:
+        return A.document_options(other)[1] or bool(request.verify(ordinal))  # as assemble.hashes_match
+
+    A.assemble_spans(rows, request.spans(), tenant, received_ms, on_documents, hashes_ok)
     if plan:
         docs, passages, nbytes = request.documents(plan, tenant, written)
         rows.nbytes += nbytes
