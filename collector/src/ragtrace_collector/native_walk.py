@@ -31,6 +31,12 @@ except ImportError as exc:
     _otlp_native = None
     UNAVAILABLE = f"{exc}; build it with `.venv/bin/python collector/native/build.py` (make does)"
 else:
+    if not hasattr(_otlp_native.Request, "verify"):
+        # a module built before content hashes were checked would accept any claimed hash
+        _otlp_native = None
+        UNAVAILABLE = ("the built module predates the content-hash check (no Request.verify); rebuild it with "
+                       "`.venv/bin/python collector/native/build.py` (make does)")
+if _otlp_native is not None:
     UNAVAILABLE = ""
     _otlp_native.configure(
         tuple(A._PREFIX_STAGE), tuple(A._PREFIX_STAGE.values()),
