@@ -138,13 +138,14 @@ def load_corpus(folder: str | Path) -> Corpus:
     if meta.get("format") != FORMAT_VERSION:
         raise ValueError(f"{meta_path}: corpus format {meta.get('format')}, this code reads {FORMAT_VERSION}")
     docs = []
-    for line in (src / "documents.jsonl").read_text(encoding="utf-8").splitlines():
+    # JSON Lines end at "\n" only: str.splitlines() would also break at U+2028 inside a passage
+    for line in filter(str.strip, (src / "documents.jsonl").read_text(encoding="utf-8").split("\n")):
         raw = json.loads(line)
         raw["sentence_starts"] = tuple(raw["sentence_starts"])
         raw["facts"] = tuple(Fact(**f) for f in raw["facts"])
         docs.append(Document(**raw))
     questions = []
-    for line in (src / "questions.jsonl").read_text(encoding="utf-8").splitlines():
+    for line in filter(str.strip, (src / "questions.jsonl").read_text(encoding="utf-8").split("\n")):
         raw = json.loads(line)
         raw["hard_distractors"] = tuple(raw["hard_distractors"])
         questions.append(GoldenQuestion(**raw))
