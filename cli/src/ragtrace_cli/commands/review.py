@@ -120,7 +120,8 @@ def _remote_reviewers(args: argparse.Namespace, token: str | None) -> int:
     base = "/api/reviewers"
     try:
         with RemoteClient(args.server, token=token, timeout=60,
-                          token_hint=f"pass the tenant's collector token: --token TOKEN or ${ENV_TENANT_TOKEN}",
+                          token_hint=f"pass the tenant's collector token (or the server's RAGTRACE_ADMIN_TOKEN "
+                                     f"when it has no tenant tokens): --token TOKEN or ${ENV_TENANT_TOKEN}",
                           ) as remote:
             if args.action == "add":
                 data = remote.post_json(base, {"name": args.name, "role": args.role})
