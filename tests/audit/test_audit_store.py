@@ -336,7 +336,8 @@ def test_late_spans_change_what_a_trace_reads(chdb_store: Any, no_merges: None) 
     # then the SDK's root and its documents: it outranks the gateway's span
     write_traces(chdb_store, tenant, [tr], root_priority=3, received_at=t0 + timedelta(seconds=2))
     (got,) = _read(chdb_store, tenant)
-    assert (got["release"], [d["id"] for d in got["retrieved"]], got["gold_ids"]) == ("r1", ["gold", "freeze"], ["gold"])
+    assert (got["release"], [d["id"] for d in got["retrieved"]], got["gold_ids"]) == (
+        "r1", ["gold", "freeze"], ["gold"])
     # a re-sent retriever span with one document more (late, newer): only its newest version reads
     chdb_store.insert("documents", [(tenant, tr.trace_id, "s-ret", "retrieved", 2, "ocean", 0.1, "h-ocean", "", None,
                                      tr.start, t0 + timedelta(seconds=9))],

@@ -72,7 +72,7 @@ def test_pages_are_exact_when_most_root_rows_are_duplicates(chdb_store: Any) -> 
     starts = [base + timedelta(seconds=6 * (i // 3)) for i in range(len(ids))]  # ties of three
     sdk = [(tenant, t, "sdk", "qa", "r1", "/ask", "q", s, 3, base) for t, s in zip(ids, starts, strict=True)]
     chdb_store.insert("queries", sdk, cols)
-    chdb_store.insert("queries", [r[:9] + (base + timedelta(hours=5),) for r in sdk], cols)
+    chdb_store.insert("queries", [(*r[:9], base + timedelta(hours=5)) for r in sdk], cols)
     chdb_store.insert("queries", [(tenant, t, "gw", "gateway", "gw-1", "/gw", "", s - timedelta(milliseconds=2), 1,
                                    base + timedelta(hours=6)) for t, s in zip(ids, starts, strict=True)], cols)
     expected = [t for _s, t in sorted(zip(starts, ids, strict=True), key=lambda x: (-x[0].timestamp(), x[1]))]

@@ -123,8 +123,8 @@ def gold_sources(store: Any, tenant: str, records: Sequence[Any]) -> dict[str, G
         return {}
     rows = store.query_rows(
         # the newest judgement of each gold row decides (as in read_traces), then only relevant ones
-        f"SELECT DISTINCT trace_id FROM (SELECT trace_id, argMax(relevance, added_at) AS rel FROM {store.table('gold')} "
-        "WHERE tenant = {tenant:String} AND trace_id IN {ids:Array(String)} "
+        "SELECT DISTINCT trace_id FROM (SELECT trace_id, argMax(relevance, added_at) AS rel "
+        f"FROM {store.table('gold')} WHERE tenant = {tenant:String} AND trace_id IN {ids:Array(String)} "
         "GROUP BY source, query_id, trace_id, doc_id) WHERE rel > 0",
         {"tenant": tenant, "ids": ids},
     )
