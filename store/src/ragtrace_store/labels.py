@@ -483,6 +483,7 @@ class LabelRecord:
             metrics=metrics,
             score_basis=None if basis is None else _enum(ScoreBasis, basis, where, "score_basis"),
             extra={k: v for k, v in rec.items() if k not in _KNOWN_TOP},
+            incomplete_reasons=tuple(reasons),
         )
 
 
