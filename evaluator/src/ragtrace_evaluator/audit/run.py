@@ -124,7 +124,7 @@ def gold_sources(store: Any, tenant: str, records: Sequence[Any]) -> dict[str, G
     rows = store.query_rows(
         # the newest judgement of each gold row decides (as in read_traces), then only relevant ones
         "SELECT DISTINCT trace_id FROM (SELECT trace_id, argMax(relevance, added_at) AS rel "
-        f"FROM {store.table('gold')} WHERE tenant = {tenant:String} AND trace_id IN {ids:Array(String)} "
+        f"FROM {store.table('gold')} WHERE tenant = {{tenant:String}} AND trace_id IN {{ids:Array(String)}} "
         "GROUP BY source, query_id, trace_id, doc_id) WHERE rel > 0",
         {"tenant": tenant, "ids": ids},
     )
