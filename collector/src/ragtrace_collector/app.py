@@ -14,11 +14,14 @@ that token's tenant only; without tokens everything is tenant "default".
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import hmac
 import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Annotated
@@ -27,7 +30,11 @@ import orjson
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
 
+from ragtrace_collector.admission import Admission, decode_slots
+from ragtrace_collector.assemble import Rows
+from ragtrace_collector.client_errors import ClientErrors
 from ragtrace_collector.guard import RequestGuard
 from ragtrace_collector.ingest import IngestPool
 from ragtrace_collector.metrics import Metrics
@@ -81,6 +88,15 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
                     batch_interval=settings.batch_interval, queue_max_bytes=settings.queue_max_bytes)
     pool = IngestPool(settings.ingest_workers)
     stop_background = threading.Event()
+    errors = ClientErrors(metrics)
+    # Bodies being received or decoded plus rows queued for the store, bounded together (admission.py).
+    admission = Admission(settings.max_inflight_bytes, lambda: writer.held_bytes)
+    metrics.gauge("ragtrace_inflight_bytes", "request bodies being received or decoded, bytes",
+                  lambda: admission.bodies)
+    # At most this many requests decode at once (their working set is a few times the body); the
+    # others wait in the executor's queue, holding only their body, not a thread. Always the same
+    # few threads, so the allocator keeps freed decode memory in as few arenas.
+    decoding = ThreadPoolExecutor(decode_slots(settings.ingest_workers), thread_name_prefix="ragtrace-decode")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -99,6 +115,7 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
             yield
         finally:
             stop_background.set()
+            await run_in_threadpool(decoding.shutdown)
             await run_in_threadpool(pool.stop)
             clean = await run_in_threadpool(writer.stop, settings.shutdown_timeout)
             if not clean:
@@ -114,6 +131,8 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
     app.state.store = store
     app.state.writer = writer
     app.state.metrics = metrics
+    app.state.client_errors = errors
+    app.state.admission = admission
 
     def get_store() -> Store:
         return store
@@ -135,25 +154,55 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
         except AuthError as exc:
             return _refuse(metrics, mt, 401, str(exc), {"WWW-Authenticate": "Bearer"})
         declared = request.headers.get("content-length")
-        if declared and declared.isdigit() and int(declared) > settings.max_body_bytes:
+        size_hint = int(declared) if declared and declared.isdigit() else 0
+        if size_hint > settings.max_body_bytes:
             return _refuse(metrics, mt, 413, f"request body of {declared} bytes exceeds "
                                              f"{settings.max_body_bytes} (RAGTRACE_MAX_BODY_BYTES)")
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > settings.max_body_bytes:
-                return _refuse(metrics, mt, 413, f"request body exceeds {settings.max_body_bytes} bytes "
-                                                 "(RAGTRACE_MAX_BODY_BYTES)")
-            chunks.append(chunk)
-        body = b"".join(chunks)
+        # Admission before a byte of the body is read: memory is promised by what is held now,
+        # not discovered after the body is in (the rest of a refused body is discarded unread).
+        if not admission.fits(size_hint):
+            return _over_bound(metrics, errors, mt, admission, size_hint)
+        chunks: list[bytes] = []
+        size = 0
         try:
-            rejected, message = await run_in_threadpool(
-                _ingest, writer, pool, settings, body, ctype, request.headers.get("content-encoding"), tenant,
-                metrics)
-        except OtlpError as exc:
-            return _refuse(metrics, mt, exc.status, exc.reason)
-        except Backpressure as exc:
-            return _refuse(metrics, mt, exc.status, exc.reason, {"Retry-After": str(exc.retry_after)})
+            try:
+                async with asyncio.timeout(settings.body_timeout):
+                    async for chunk in request.stream():
+                        if not admission.take(len(chunk), size):
+                            return _over_bound(metrics, errors, mt, admission, size_hint or size + len(chunk))
+                        size += len(chunk)
+                        if size > settings.max_body_bytes:
+                            return _refuse(metrics, mt, 413, f"request body exceeds {settings.max_body_bytes} bytes "
+                                                             "(RAGTRACE_MAX_BODY_BYTES)")
+                        chunks.append(chunk)
+            except TimeoutError:
+                client = request.client.host if request.client else "a client"
+                errors.note("body_timeout", f"{client} sent {size} of {declared or '?'} bytes in "
+                                            f"{settings.body_timeout:g} s")
+                metrics.inc("ragtrace_requests_total", code="408")
+                return Response(encode_status(mt, 408, f"the request body did not arrive within "
+                                                       f"{settings.body_timeout:g} s (RAGTRACE_BODY_TIMEOUT)"),
+                                status_code=408, media_type=mt, headers={"Connection": "close"})
+            except ClientDisconnect:
+                errors.note("disconnect", f"after {size} of {declared or '?'} bytes")
+                return Response(status_code=400)  # nobody reads it; uvicorn drops it
+            body = b"".join(chunks)
+            del chunks
+            received_ms = time.time_ns() // 1_000_000
+            try:
+                rows, spooled = await asyncio.get_running_loop().run_in_executor(decoding, functools.partial(
+                    pool.run, body, ctype, request.headers.get("content-encoding"), tenant, received_ms,
+                    settings.max_body_bytes, writer.written_passages))
+                del body  # decoded: what is left of it is the spool's compressed copy
+                rejected, message = await run_in_threadpool(_ingest, writer, rows, spooled, tenant, received_ms,
+                                                            metrics)
+            except OtlpError as exc:
+                return _refuse(metrics, mt, exc.status, exc.reason)
+            except Backpressure as exc:
+                return _refuse(metrics, mt, exc.status, exc.reason, {"Retry-After": str(exc.retry_after)},
+                               errors=errors)
+        finally:
+            admission.give_back(size)
         metrics.inc("ragtrace_requests_total", code="200")
         return Response(encode_response(mt, rejected, message), status_code=200, media_type=mt)
 
@@ -209,12 +258,9 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
     return app
 
 
-def _ingest(writer: Writer, pool: IngestPool, settings: CollectorSettings, body: bytes, ctype: str | None,
-            encoding: str | None, tenant: str, metrics: Metrics) -> tuple[int, str]:
-    """Decode, assemble, spool, queue. Runs in a worker thread; returns (rejected spans, message)."""
-    received_ms = time.time_ns() // 1_000_000
-    rows, spooled = pool.run(body, ctype, encoding, tenant, received_ms, settings.max_body_bytes,
-                             writer.written_passages)
+def _ingest(writer: Writer, rows: Rows, spooled: bytes, tenant: str, received_ms: int,
+            metrics: Metrics) -> tuple[int, str]:
+    """Spool and queue decoded rows. Runs in a worker thread; returns (rejected spans, message)."""
     if rows.spans:
         writer.submit(tenant, received_ms, spooled, rows)
     metrics.inc("ragtrace_spans_received_total", rows.spans)
@@ -226,8 +272,17 @@ def _ingest(writer: Writer, pool: IngestPool, settings: CollectorSettings, body:
 
 
 def _refuse(metrics: Metrics, mt: str, status: int, reason: str,
-            headers: dict[str, str] | None = None) -> Response:
+            headers: dict[str, str] | None = None, *, errors: ClientErrors | None = None) -> Response:
     metrics.inc("ragtrace_requests_total", code=str(status))
     if status >= 500 or status == 429:
-        log.info("refused an export with %d: %s", status, reason)
+        if errors is not None:  # under load these come by the thousand: one line per interval
+            errors.note("refused", f"{status}: {reason}")
+        else:
+            log.info("refused an export with %d: %s", status, reason)
     return Response(encode_status(mt, status, reason), status_code=status, media_type=mt, headers=headers)
+
+
+def _over_bound(metrics: Metrics, errors: ClientErrors, mt: str, admission: Admission, nbytes: int) -> Response:
+    reason = (f"the collector holds {admission.held()} bytes for other requests; {nbytes} more would exceed "
+              f"its limit of {admission.limit} (RAGTRACE_MAX_INFLIGHT_BYTES): retry after the Retry-After seconds")
+    return _refuse(metrics, mt, 429, reason, {"Retry-After": "1"}, errors=errors)

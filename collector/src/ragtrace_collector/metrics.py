@@ -22,6 +22,8 @@ _HELP = {
     "ragtrace_store_insert_seconds_sum": ("counter", "time spent in store inserts"),
     "ragtrace_store_insert_seconds_count": ("counter", "store insert statements"),
     "ragtrace_audit_runs_total": ("counter", "background audits run, by outcome"),
+    "ragtrace_passage_renewals_total": ("counter", "passage last_seen renewals asked of the store (for retention)"),
+    "ragtrace_client_errors_total": ("counter", "client errors by kind (logged at most once per kind per minute)"),
 }
 
 

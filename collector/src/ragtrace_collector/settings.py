@@ -33,6 +33,11 @@ ENV_QUEUE_MAX_BYTES = "RAGTRACE_QUEUE_MAX_BYTES"
 ENV_SHUTDOWN_TIMEOUT = "RAGTRACE_SHUTDOWN_TIMEOUT"
 ENV_AUDIT_EVERY = "RAGTRACE_AUDIT_EVERY"
 ENV_AUDIT_SAMPLE = "RAGTRACE_AUDIT_SAMPLE"
+ENV_MAX_INFLIGHT_BYTES = "RAGTRACE_MAX_INFLIGHT_BYTES"
+ENV_HEADER_TIMEOUT = "RAGTRACE_HEADER_TIMEOUT"
+ENV_BODY_TIMEOUT = "RAGTRACE_BODY_TIMEOUT"
+ENV_KEEP_ALIVE_TIMEOUT = "RAGTRACE_KEEP_ALIVE_TIMEOUT"
+ENV_MAX_CONNECTIONS = "RAGTRACE_MAX_CONNECTIONS"
 ENV_AUDIT_LABELLERS = "RAGTRACE_AUDIT_LABELLERS"  # "offline,nli:/models/deberta"
 ENV_ALLOWED_HOSTS = "RAGTRACE_ALLOWED_HOSTS"  # "collector.internal,10.0.0.5" or "*"
 ENV_ADMIN_TOKEN = "RAGTRACE_ADMIN_TOKEN"
@@ -99,6 +104,21 @@ class CollectorSettings:
     batch_interval: float = 0.5
     #: decoded data waiting for the writer; beyond it requests get 429 ($RAGTRACE_QUEUE_MAX_BYTES)
     queue_max_bytes: int = 256 * MiB
+    #: bytes held for clients at once: request bodies being received or decoded plus decoded rows
+    #: waiting for the store. A request whose Content-Length does not fit gets 429 before its body
+    #: is read, one that outgrows it while arriving too ($RAGTRACE_MAX_INFLIGHT_BYTES). At least
+    #: max_body_bytes, so a request of the largest size fits when nothing else is held.
+    max_inflight_bytes: int = 256 * MiB
+    #: seconds a connection may take to send a request's line and headers, counted from its
+    #: start or from the previous response ($RAGTRACE_HEADER_TIMEOUT); then it is closed
+    header_timeout: float = 10.0
+    #: seconds an OTLP request may take to send its body ($RAGTRACE_BODY_TIMEOUT); then 408
+    body_timeout: float = 30.0
+    #: seconds an idle keep-alive connection stays open ($RAGTRACE_KEEP_ALIVE_TIMEOUT)
+    keep_alive_timeout: float = 5.0
+    #: open connections at most ($RAGTRACE_MAX_CONNECTIONS); more are closed when accepted, and
+    #: requests get 503 while this many are open. Lowered to fit the open-files limit.
+    max_connections: int = 4096
     #: SIGTERM: how long to flush before exiting; what is left stays in the spool
     shutdown_timeout: float = 10.0
     #: run `run_audit` every this many seconds in the background (0 = never)
@@ -125,7 +145,8 @@ class CollectorSettings:
     admin_token: str = ""
 
     def __post_init__(self) -> None:
-        positive = ("max_body_bytes", "spool_max_bytes", "batch_max_spans", "queue_max_bytes", "audit_sample")
+        positive = ("max_body_bytes", "spool_max_bytes", "batch_max_spans", "queue_max_bytes", "audit_sample",
+                    "max_inflight_bytes", "max_connections")
         for name in positive:
             if int(getattr(self, name)) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
@@ -135,6 +156,13 @@ class CollectorSettings:
             raise ValueError(f"ingest_workers must be >= 0, got {self.ingest_workers}")
         if self.batch_interval <= 0 or self.shutdown_timeout <= 0 or self.audit_every < 0:
             raise ValueError("batch_interval and shutdown_timeout must be > 0 and audit_every >= 0 (seconds)")
+        if min(self.header_timeout, self.body_timeout, self.keep_alive_timeout) <= 0:
+            raise ValueError("header_timeout, body_timeout and keep_alive_timeout must be > 0 (seconds), got "
+                             f"{self.header_timeout!r}, {self.body_timeout!r}, {self.keep_alive_timeout!r}")
+        if self.max_inflight_bytes < self.max_body_bytes:
+            raise ValueError(f"max_inflight_bytes ({self.max_inflight_bytes}) must be >= max_body_bytes "
+                             f"({self.max_body_bytes}), or the largest request could never be admitted: raise "
+                             "--max-inflight-bytes or lower --max-body-bytes")
         if not self.audit_labellers or any(not n.strip() or "," in n for n in self.audit_labellers):
             raise ValueError(f"audit_labellers must name at least one labeller, got {self.audit_labellers!r}: "
                              "e.g. --audit-labellers offline,nli:/models/deberta")
@@ -164,6 +192,11 @@ class CollectorSettings:
             "batch_max_spans": (ENV_BATCH_MAX_SPANS, int),
             "batch_interval": (ENV_BATCH_INTERVAL, parse_duration),
             "queue_max_bytes": (ENV_QUEUE_MAX_BYTES, int),
+            "max_inflight_bytes": (ENV_MAX_INFLIGHT_BYTES, int),
+            "header_timeout": (ENV_HEADER_TIMEOUT, parse_duration),
+            "body_timeout": (ENV_BODY_TIMEOUT, parse_duration),
+            "keep_alive_timeout": (ENV_KEEP_ALIVE_TIMEOUT, parse_duration),
+            "max_connections": (ENV_MAX_CONNECTIONS, int),
             "shutdown_timeout": (ENV_SHUTDOWN_TIMEOUT, parse_duration),
             "audit_every": (ENV_AUDIT_EVERY, parse_duration),
             "audit_sample": (ENV_AUDIT_SAMPLE, int),

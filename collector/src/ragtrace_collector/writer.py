@@ -31,7 +31,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,6 +102,7 @@ class Writer:
         self._thread: threading.Thread | None = None
         self._passages: OrderedDict[tuple[str, str], int] = OrderedDict()
         self.passage_refresh = passage_refresh
+        self.clock: Callable[[], float] = time.time  # seconds since the epoch, for last_seen renewals
         # (tenant, hash) -> ms since the epoch from which the store's row is known to have
         # last_seen >= that minus `passage_refresh` (oldest first)
         self._renewed: OrderedDict[tuple[str, str], int] = OrderedDict()
@@ -124,6 +125,11 @@ class Writer:
     @property
     def store_up(self) -> bool:
         return not self._down
+
+    @property
+    def held_bytes(self) -> int:
+        """Decoded rows queued or being written, bytes (estimated by the assembly)."""
+        return self._held_bytes
 
     def admit(self, nbytes: int) -> None:
         """Raise `Backpressure` when rows of this size cannot be queued now."""
@@ -351,7 +357,7 @@ class Writer:
 
     def _renew_passages(self, rows: Rows) -> None:
         """Renew ``last_seen`` of the passages these rows' documents use (see the module doc)."""
-        now = time.time_ns() // 1_000_000
+        now = int(self.clock() * 1000)
         cutoff = now - int(self.passage_refresh * 1000)
         renewed = self._renewed
         stale: dict[str, list[str]] = {}

@@ -37,6 +37,16 @@ def serve_main(argv: list[str]) -> int:
     p.add_argument("--batch-max-spans", type=int, help="write a batch at this many spans (default 8000)")
     p.add_argument("--batch-interval", help="... or this long after its first span (default 0.5s)")
     p.add_argument("--queue-max-bytes", type=int, help="429 beyond this much unwritten data in memory")
+    p.add_argument("--max-inflight-bytes", type=int,
+                   help="bytes held for clients at once (bodies being received or decoded + rows queued for the "
+                        "store); requests beyond it get 429 before their body is read (default 256 MiB; "
+                        "$RAGTRACE_MAX_INFLIGHT_BYTES)")
+    p.add_argument("--header-timeout", help="a connection must send a request's headers within this (default 10s)")
+    p.add_argument("--body-timeout", help="an OTLP request must send its body within this, else 408 (default 30s)")
+    p.add_argument("--keep-alive-timeout", help="idle keep-alive connections close after this (default 5s)")
+    p.add_argument("--max-connections", type=int,
+                   help="open connections at most; more are answered 503 and closed (default 4096, lowered to fit "
+                        "the open-files limit; $RAGTRACE_MAX_CONNECTIONS)")
     p.add_argument("--shutdown-timeout", help="SIGTERM: flush for at most this long (default 10s)")
     p.add_argument("--audit-every", help="run an audit of each tenant every DURATION (e.g. 15m)")
     p.add_argument("--audit-sample", type=int, help="traces per background audit (default 200)")
@@ -54,7 +64,11 @@ def serve_main(argv: list[str]) -> int:
             max_body_bytes=a.max_body_bytes, spool_dir=a.spool_dir, spool_max_bytes=a.spool_max_bytes,
             spool_fsync=False if a.no_fsync else None, batch_max_spans=a.batch_max_spans,
             batch_interval=parse_duration(a.batch_interval) if a.batch_interval else None,
-            queue_max_bytes=a.queue_max_bytes,
+            queue_max_bytes=a.queue_max_bytes, max_inflight_bytes=a.max_inflight_bytes,
+            header_timeout=parse_duration(a.header_timeout) if a.header_timeout else None,
+            body_timeout=parse_duration(a.body_timeout) if a.body_timeout else None,
+            keep_alive_timeout=parse_duration(a.keep_alive_timeout) if a.keep_alive_timeout else None,
+            max_connections=a.max_connections,
             shutdown_timeout=parse_duration(a.shutdown_timeout) if a.shutdown_timeout else None,
             audit_every=parse_duration(a.audit_every) if a.audit_every else None, audit_sample=a.audit_sample,
             cluster=a.cluster, ingest_workers=a.ingest_workers,
@@ -73,6 +87,7 @@ def serve_main(argv: list[str]) -> int:
     import uvicorn
 
     from ragtrace_cli.server import build_app
+    from ragtrace_collector.serving import uvicorn_config
 
     try:
         app = build_app(settings, store)
@@ -86,8 +101,9 @@ def serve_main(argv: list[str]) -> int:
             log.info("attribute walk: Python (RAGTRACE_NATIVE_WALK=0)")
         else:
             log.warning("attribute walk: Python, about half the throughput: %s", native_walk.UNAVAILABLE)
-        config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=a.log_level,
-                                timeout_graceful_shutdown=max(1, int(settings.shutdown_timeout)),
+        # timeouts for slow and idle connections, the connection cap, client errors logged once per
+        # kind per minute (ragtrace_collector.serving)
+        config = uvicorn_config(app, settings, app.state.client_errors, log_level=a.log_level,
                                 access_log=a.log_level == "debug")
         server = uvicorn.Server(config)
         # Requests allocate many short-lived containers, freed by reference counting; the cyclic

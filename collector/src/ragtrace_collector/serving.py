@@ -1,0 +1,132 @@
+"""The HTTP server around the collector app: uvicorn with limits on slow, idle and excess connections.
+
+uvicorn on its own lets a connection that sends half a request line, or headers and part of a
+body, stay open for as long as it likes (its keep-alive timer starts only after a response and is
+cancelled by the first byte), accepts connections until the process runs out of file
+descriptors, and then asyncio logs a traceback for every failed ``accept()`` (up to the listen
+backlog per event-loop turn). `uvicorn_config` adds:
+
+* a header deadline: a connection must complete each request's line and headers within
+  ``header_timeout`` seconds of its start or of the previous response, or it is answered 408 and
+  closed (the OTLP route bounds the body itself, ``body_timeout``);
+* ``timeout_keep_alive``: an idle keep-alive connection is closed after ``keep_alive_timeout``;
+* a connection cap: beyond ``max_connections`` open connections (lowered to fit the open-files
+  limit, see `connection_cap`) a new connection is answered 503 and closed at once, so the
+  process keeps descriptors for its store, spool and the connections it serves; a small listen
+  backlog bounds how many are accepted in one event-loop turn before the cap sees them;
+* client errors logged once per kind per interval (`ragtrace_collector.client_errors`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import resource
+from typing import Any
+
+import uvicorn
+from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+from ragtrace_collector.client_errors import ClientErrorFilter, ClientErrors
+from ragtrace_collector.settings import CollectorSettings
+
+log = logging.getLogger("ragtrace.collector")
+
+#: connections accepted per event-loop turn (uvicorn's default, 2048, lets a burst blow past the cap)
+BACKLOG = 128
+#: descriptors kept for everything but client connections: the embedded engine's files, the
+#: spool, ingest worker pipes, the store's HTTP connections
+FD_RESERVE = 256
+
+_TIMEOUT_408 = (b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-type: text/plain\r\n"
+                b"content-length: 45\r\n\r\nrequest headers not received within the limit")
+_OVER_CAP_503 = (b"HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\nretry-after: 1\r\n"
+                 b"content-type: text/plain\r\ncontent-length: 40\r\n\r\ntoo many open connections; retry shortly")
+
+
+def raise_open_files_limit() -> int:
+    """Raise this process's soft open-files limit to its hard limit; returns the soft limit now."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError) as exc:
+            log.warning("could not raise the open-files limit from %d to %d: %s", soft, target, exc)
+    return soft
+
+
+def connection_cap(max_connections: int, open_files: int) -> int:
+    """The connections served at most: ``max_connections``, lowered so that with the listen
+    backlog and `FD_RESERVE` they fit in ``open_files`` descriptors (at least 16)."""
+    return max(16, min(max_connections, open_files - BACKLOG - FD_RESERVE))
+
+
+def guarded_protocol(errors: ClientErrors, *, header_timeout: float, max_connections: int) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol (httptools when installed, else h11) with the header deadline and
+    the connection cap."""
+
+    class GuardedHTTPProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
+        _header_timer: asyncio.TimerHandle | None = None
+        _header_cycle: Any = None
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)
+            if len(self.connections) > max_connections:
+                errors.note("connection_cap", f"{len(self.connections) - 1} open, limit {max_connections}")
+                transport.write(_OVER_CAP_503)  # type: ignore[attr-defined]
+                transport.close()
+                return
+            self._arm_header_deadline()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._cancel_header_deadline()
+            super().connection_lost(exc)
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm_header_deadline()  # the next request's headers are due as well
+
+        def _arm_header_deadline(self) -> None:
+            self._cancel_header_deadline()
+            # the request in progress when armed: a new one replaces it once its headers are in
+            self._header_cycle = self.cycle
+            self._header_timer = self.loop.call_later(header_timeout, self._header_deadline_passed)
+
+        def _cancel_header_deadline(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _header_deadline_passed(self) -> None:
+            self._header_timer = None
+            if self.cycle is not self._header_cycle or self.transport.is_closing():
+                return  # the headers arrived (a request is being served) or it is closing anyway
+            client = f"{self.client[0]}:{self.client[1]}" if self.client else "a client"
+            errors.note("header_timeout", f"{client} after {header_timeout:g} s")
+            self.transport.write(_TIMEOUT_408)
+            self.transport.close()
+
+    return GuardedHTTPProtocol
+
+
+def uvicorn_config(app: Any, settings: CollectorSettings, errors: ClientErrors, *, log_level: str = "info",
+                   access_log: bool = False) -> uvicorn.Config:
+    """The uvicorn configuration `ragtrace serve` runs ``app`` with (see the module doc). Raises the
+    open-files limit as far as allowed, and says so when the connection cap had to be lowered."""
+    open_files = raise_open_files_limit()
+    cap = connection_cap(settings.max_connections, open_files)
+    if cap < settings.max_connections:
+        log.warning("serving at most %d connections (--max-connections %d does not fit the open-files limit "
+                    "%d); raise `ulimit -n` to serve more", cap, settings.max_connections, open_files)
+    config = uvicorn.Config(
+        app, host=settings.host, port=settings.port, log_level=log_level, access_log=access_log,
+        http=guarded_protocol(errors, header_timeout=settings.header_timeout, max_connections=cap),
+        timeout_keep_alive=max(1, round(settings.keep_alive_timeout)), backlog=BACKLOG,
+        timeout_graceful_shutdown=max(1, int(settings.shutdown_timeout)))
+    # after Config (which configures uvicorn's loggers): their per-occurrence client errors
+    for name in ("uvicorn.error", "asyncio"):
+        logging.getLogger(name).addFilter(ClientErrorFilter(errors))
+    return config
