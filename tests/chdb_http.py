@@ -7,11 +7,12 @@ readers can then be separate processes, as in production.
 
 What it implements of the protocol: ``GET /ping``; ``GET|POST /?query=...`` with the statement in
 the ``query`` parameter and/or the body (concatenated, as ClickHouse does), ``param_*`` bind
-parameters, ``database``; request bodies compressed with gzip, deflate, zstd or lz4 (several
-concatenated frames allowed); inserts whose data follows ``FORMAT <fmt>`` in the body (run as
-``INSERT ... FROM INFILE``, the way chDB ingests external data); errors as HTTP 500 with
-``X-ClickHouse-Exception-Code``. Transport parameters (``query_id``, ``wait_end_of_query``, ...)
-are accepted and ignored.
+parameters, ``database``; the query and its parameters as ``multipart/form-data`` fields (what
+clickhouse-connect sends when they do not fit in a URL); request bodies compressed with gzip,
+deflate, zstd or lz4 (several concatenated frames allowed); inserts whose data follows ``FORMAT
+<fmt>`` in the body (run as ``INSERT ... FROM INFILE``, the way chDB ingests external data); errors
+as HTTP 500 with ``X-ClickHouse-Exception-Code``. Transport parameters (``query_id``,
+``wait_end_of_query``, ...) are accepted and ignored.
 
 Run: ``python tests/chdb_http.py --path DIR --port PORT`` (prints ``READY <port>`` when serving).
 """
@@ -100,6 +101,21 @@ class _Engine:
             return b""
 
 
+def _form_fields(ctype: str, body: bytes) -> dict[str, str]:
+    """The text fields of a multipart/form-data body."""
+    from email.parser import BytesParser
+    from email.policy import HTTP
+
+    msg = BytesParser(policy=HTTP).parsebytes(f"Content-Type: {ctype}\r\n\r\n".encode() + body)
+    out = {}
+    for part in msg.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        if name and not part.get_filename():
+            payload = part.get_payload(decode=True) or b""
+            out[str(name)] = payload.decode("utf-8")
+    return out
+
+
 def make_handler(engine: _Engine) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -150,6 +166,12 @@ def make_handler(engine: _Engine) -> type[BaseHTTPRequestHandler]:
             except Exception as exc:
                 self._error(400, f"cannot decompress the body: {exc}")
                 return
+            ctype = self.headers.get("Content-Type", "")
+            if ctype.startswith("multipart/form-data"):
+                # clickhouse-connect sends the query and its parameters as form fields once they no
+                # longer fit in a URL (as ClickHouse's HTTP interface accepts them)
+                qs.update(_form_fields(ctype, body))
+                body = b""
             query = qs.get("query", "").encode()
             full = query + (b"\n" if query and body else b"") + body
             params = {k[6:]: v for k, v in qs.items() if k.startswith("param_")}

@@ -6,7 +6,10 @@ column and setting for setting is checked in test_cluster_schema.py.
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import pytest
 
 from ragtrace_store import Store, load_migrations
 
@@ -32,3 +35,90 @@ def test_every_clustered_statement_parses(chdb_store: Any) -> None:
         for stmt in mig.statements:
             assert "ON CLUSTER '{cluster}'" in stmt, stmt[:80]
             chdb_store.query_rows("EXPLAIN AST " + _sql(stmt, "ragtrace"))
+
+
+def _previous_schema(st: Store) -> None:
+    """``st``'s database as a store written before migration 0005: every other migration applied and
+    recorded, as `Store.migrate` records them."""
+    from ragtrace_store import utc_now
+
+    st.command(f"CREATE DATABASE IF NOT EXISTS {st.database}")
+    st.command(f"CREATE TABLE IF NOT EXISTS {st.table('schema_migrations')} (version UInt32, name String, "
+               "applied_at DateTime64(3, 'UTC')) ENGINE = ReplacingMergeTree ORDER BY version")
+    for mig in load_migrations("single"):
+        if mig.version == 5:
+            continue
+        for stmt in mig.statements:
+            st.command(_sql(stmt, st.database))
+        st.insert("schema_migrations", [(mig.version, mig.name, utc_now())], ["version", "name", "applied_at"])
+
+
+def _wait_for_mutations(st: Store, timeout: float = 120.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while st.query_rows("SELECT count() FROM system.mutations WHERE database = {d:String} AND NOT is_done",
+                        {"d": st.database})[0][0]:
+        assert time.monotonic() < deadline, "MATERIALIZE PROJECTION did not finish"
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("where", ["embedded", "server"])
+def test_0005_on_a_store_written_by_the_previous_schema(chdb_store: Any, chdb_http_server: str, where: str) -> None:
+    """Keys added to a store that already holds traces (duplicates and a gateway's root claimant
+    included): the projections are built for the parts already there, the hash slice and the time
+    window then read through them, and every reader returns what it returned before."""
+    from ragtrace_evaluator.audit.sampling import SamplePlan, select_sample
+    from ragtrace_store import TraceFilter, open_store
+    from tests.audit.test_sampling import BASE, build
+
+    db = f"mig5_{uuid.uuid4().hex[:8]}"
+    if where == "embedded":
+        st = Store(chdb_store.client, db, location=chdb_store.location, embedded=True)
+        st.lock = chdb_store.lock
+    else:
+        st = open_store(chdb_http_server.rsplit("/", 1)[0] + "/" + db, migrate=False)
+    try:
+        _previous_schema(st)
+        assert [m.version for m in st.pending_migrations()] == [5]
+        build(st, "t", 600, seed=5)
+        # and a busier tenant, so a projection reads fewer marks than the table and the engine takes it
+        st.command(f"INSERT INTO {st.table('queries')} (tenant, trace_id, span_id, release, start_time, root_priority, "
+                   "received_at) SELECT 'bulk', lower(hex(sipHash128(number))), 'r', 'r1', "
+                   "toDateTime64('2026-10-07 00:00:00', 3, 'UTC') + toIntervalSecond(number), 3, "
+                   "toDateTime64('2026-10-08 00:00:00', 3, 'UTC') FROM numbers(40000)")
+        window = TraceFilter(tenant="t", since=BASE + timedelta(minutes=20), until=BASE + timedelta(minutes=50))
+        plan = SamplePlan(sample=25, stratify=("release",))
+        by_hash = (f"SELECT count() FROM {st.table('queries')} WHERE tenant = 'bulk' AND xxHash64(trace_id) < "
+                   f"{2**64 // 10} SETTINGS force_optimize_projection_name = 'by_hash'")
+        by_time = (f"SELECT count() FROM {st.table('queries')} WHERE tenant = 'bulk' AND start_time >= "
+                   "{s:DateTime64(3, 'UTC')} SETTINGS force_optimize_projection_name = 'by_time'")
+        with pytest.raises(Exception, match="by_hash"):
+            st.query_rows(by_hash)
+
+        def reads() -> tuple[Any, ...]:
+            return ([r.as_json() for r in st.read_traces(tenant="t")],
+                    [r.trace_id for r in st.read_traces(tenant="t", since=window.since, until=window.until)],
+                    select_sample(st, TraceFilter(tenant="t"), plan).trace_ids,
+                    select_sample(st, window, SamplePlan(rate=0.5)).trace_ids)
+
+        before = reads()
+        assert [m.version for m in st.migrate()] == [5] and st.pending_migrations() == []
+        _wait_for_mutations(st)
+        parts = st.query_rows("SELECT count() FROM system.parts WHERE database = {d:String} AND table = 'queries' "
+                              "AND active", {"d": db})[0][0]
+        built = dict(st.query_rows(
+            "SELECT name, count() FROM system.projection_parts WHERE database = {d:String} AND table = 'queries' "
+            "AND active GROUP BY name", {"d": db}))
+        assert parts > 1 and built == {"by_hash": parts, "by_time": parts}
+        assert reads() == before
+        assert 3000 < st.query_rows(by_hash)[0][0] < 5000
+        assert st.query_rows(by_time, {"s": datetime(2026, 10, 7, 10, tzinfo=UTC)})[0][0] == 40000 - 36000
+        # new rows get the projections as they are inserted
+        build(st, "t2", 50, seed=6)
+        assert len(select_sample(st, TraceFilter(tenant="t2"), SamplePlan(rate=1.0)).trace_ids) > 40
+        assert st.migrate() == []  # idempotent
+    finally:
+        st.command(f"DROP DATABASE IF EXISTS {db}")
+        if where == "server":
+            st.close()
