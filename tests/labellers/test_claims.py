@@ -106,3 +106,67 @@ def test_one_content_word_about_the_speakers_is_chit_chat(answer: str) -> None:
 def test_filler_sentences_beside_a_claim_are_dropped() -> None:
     assert extract_claims("Yes, that's so cool! Granite forms from slowly cooling magma.").claims == (
         "Granite forms from slowly cooling magma.",)
+
+
+# --- offline-7 claim rules; the sentences are quoted from ../shared/data/grounding-train (file, id) ----
+
+def test_meta_frames_are_stripped_and_the_content_is_the_claim() -> None:
+    # summedits_dev, spotify_podcast_4_og (label 1): a summary that talks about "the document"
+    answer = ("The document begins with an introduction to Anchor, a free podcast creation tool that allows users "
+              "to record and edit on their phone or computer and distribute on various platforms. The second half "
+              "of the document discusses a news story about Bob Ross's paintings being featured in a museum "
+              "exhibition, as well as a Twitter question about first memories of Bob Ross.")
+    assert extract_claims(answer).claims == (
+        "Anchor, a free podcast creation tool that allows users to record and edit on their phone or computer and "
+        "distribute on various platforms.",
+        "A news story about Bob Ross's paintings being featured in a museum exhibition, as well as a Twitter "
+        "question about first memories of Bob Ross.")
+    # summedits_dev, spotify_podcast_2_og: "This document explains X" claims X
+    assert extract_claims("This document explains the meanings of different prepositions of movement such as "
+                          "into, out of, onto, off, up and down, including their opposite meanings.").claims == (
+        "The meanings of different prepositions of movement such as into, out of, onto, off, up and down, "
+        "including their opposite meanings.",)
+
+
+@pytest.mark.parametrize("sentence", [
+    # the meta sentences issue 12 quotes from the unseen sets
+    "Here's a concise summary of the passage:",
+    "The passage discusses several topics.",
+    "I hope this helps!",
+    "Let me know if you have any other questions.",
+])
+def test_meta_and_filler_sentences_make_no_claim(sentence: str) -> None:
+    assert extract_claims(sentence).kind == "generic"
+    # beside a claim, they are dropped and do not set the answer's score
+    assert extract_claims(f"{sentence} The Eiffel Tower is 330 metres tall.").claims == (
+        "The Eiffel Tower is 330 metres tall.",)
+
+
+def test_a_closing_greeting_makes_no_claim() -> None:
+    # faithdial_audit_test, CTRL_ctrl_processed_topicalchat_116: "It 's" used to leave "s" as a content word
+    assert extract_claims("Yes .   It 's been a good chat .   I hope you have a good day !").kind == "generic"
+    # faithdial_audit_dev, GPT2_gpt2_processed_cmu_48: the greeting goes, the rest is judged
+    assert extract_claims("Good, thanks for asking!  I hope you will watch Batman Begins.").claims == (
+        "I hope you will watch Batman Begins.",)
+
+
+def test_list_markers_make_no_claim() -> None:
+    # fib_test, xsum_36453669_neg2027: a bare "1." opens a list the generator never finished
+    answer = ("The race is the third of the four Grand Tours, after the Tour de France and Vuelta a Espana.\n"
+              "The Tour de France is the world's biggest cycling event, with more than 100 stages and 1.5 million "
+              "spectators.\n1. Chris")
+    claims = extract_claims(answer).claims
+    assert claims[-1] == "Chris" and not any(c.strip() in {"1.", "1"} for c in claims)
+    # a list's first marker left at the end of its lead-in, and the markers split off as sentences
+    assert split_sentences("The key points are: 1. The race starts with a 4km time trial. 2. It lasts eight "
+                           "days.") == ["The key points are:", "The race starts with a 4km time trial.",
+                                        "It lasts eight days."]
+    assert extract_claims("The key points are: 1. The race starts with a 4km time trial.").claims == (
+        "The race starts with a 4km time trial.",)
+
+
+def test_opening_connectives_are_not_part_of_the_claim() -> None:
+    # the fib_dev sentence (CNN/DM b48858ca...) behind an opening word the evidence cannot contain
+    claim = "on monday, the group voted at its annual meeting to adopt a ban as an official policy."
+    assert extract_claims(f"Additionally, {claim}").claims == (claim.capitalize(),)
+    assert extract_claims(f"In summary, according to the passage, {claim}").claims == (claim.capitalize(),)

@@ -187,3 +187,50 @@ def test_a_one_word_sentence_beside_a_supported_claim_is_judged(offline) -> None
     assert [c.claim for c in result.claims] == ["Water boils at 100 degrees Celsius at sea level.", "It is poisonous."]
     assert [c.verdict for c in result.claims] == ["entailed", "neutral"]
     assert result.verdict == "neutral"
+
+
+# --- offline-7 rules; passages quoted from ../shared/data/grounding-train (file, id) -------------------
+
+# fib_dev, xsum_30531079 (the evidence of a summary; first lines and one later line of the article)
+LETTER = Passage("letter", "The two-page note, addressed to Mrs Ellis and dated 19 August 1945, finds him dealing "
+                 "with the subject of joy.\nIt was found by its owner in a copy of Lewis's book, A Problem of Pain, "
+                 "bought years before.\nAuctioneer Chris Albury said \"keen interest worldwide\" had boosted the "
+                 "guide price from £1,500.\nDominic Winter Auctioneers in South Cerney said the letter had been "
+                 "bought by a private buyer from California.\n\"My private table is one second of joy is worth 12 "
+                 "hours of pleasure.\"")
+
+
+@pytest.mark.parametrize("claim", [
+    # the page states 12 (hours) and 19 August 1945, but not in the sentences these claims align to
+    "Auctioneer Chris Albury said keen interest worldwide had boosted the guide price from £12.",
+    "The two-page note, addressed to Mrs Ellis, is dated 12 August 1945.",
+])
+def test_numbers_are_checked_against_the_aligned_sentences_not_the_whole_page(offline, claim: str) -> None:  # type: ignore[no-untyped-def]
+    result = offline.judge(claim, [LETTER])
+    assert result.verdict == "contradicted", result
+    assert offline.judge(claim.replace("£12", "£1,500").replace("12 August", "19 August"),
+                         [LETTER]).verdict == "entailed"
+
+
+def test_a_date_in_another_format_is_the_same_date(offline) -> None:  # type: ignore[no-untyped-def]
+    note = "The two-page note, addressed to Mrs Ellis, is dated"
+    assert offline.judge(f"{note} 1945.08.19.", [LETTER]).verdict == "entailed"
+    assert offline.judge(f"{note} 1945.08.18.", [LETTER]).verdict != "entailed"
+
+
+def test_a_claim_fused_from_two_unrelated_passages_is_not_supported(offline) -> None:  # type: ignore[no-untyped-def]
+    # faithdial_audit_dev, CTRL_ctrl_processed_wow_100 and factcheckgpt_dev, s3_935: two passages that
+    # share no name. Each part of the fused claim is stated by one of them; the whole by neither.
+    nintendo = Passage("nintendo", "Founded on 23 September 1889 by Fusajiro Yamauchi , it originally produced "
+                                   "handmade hanafuda playing cards .")
+    peeters = Passage("peeters", "Dr. Marloes Peeters is a lecturer in chemical biology at Manchester Metropolitan "
+                                 "University. Her research focuses on developing new bio-sensing platforms for the "
+                                 "detection of biomolecules.")
+    fused = ("Fusajiro Yamauchi, a lecturer in chemical biology at Manchester Metropolitan University, founded it "
+             "on 23 September 1889.")
+    assert offline.judge(fused, [nintendo, peeters]).verdict != "entailed"
+    parts = offline.judge("Founded on 23 September 1889 by Fusajiro Yamauchi, it originally produced handmade "
+                          "hanafuda playing cards. Marloes Peeters is a lecturer in chemical biology at Manchester "
+                          "Metropolitan University.", [nintendo, peeters])
+    assert [c.verdict for c in parts.claims] == ["entailed", "entailed"]
+    assert [c.passage_id for c in parts.claims] == ["nintendo", "peeters"]

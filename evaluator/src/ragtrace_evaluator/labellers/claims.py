@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ragtrace_evaluator.labellers.lexical import STOPWORDS
 from ragtrace_evaluator.labellers.protocol import AnswerKind
 
 
@@ -46,6 +47,9 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n\s*\n
 # Lower-cased text (chat, speech transcripts) has no capital to start a sentence: there any letter may.
 _SENTENCE_END_LOWER = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[a-z0-9])|\n\s*\n|\n(?=\s*[-*•]\s)")
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+_ENUMERATOR = re.compile(r"\(?(?:\d{1,2}|[a-z]|[ivx]{1,4})[.)]|[-*•]", re.IGNORECASE)
+# "The key points are: 1." -- a list's first marker left at the end of its lead-in sentence
+_TRAILING_ENUMERATOR = re.compile(r"([:;])\s+\(?(?:\d{1,2}|[a-z])[.)]$", re.IGNORECASE)
 _CLAUSE_SPLIT = re.compile(r";\s+|,\s+(?=(?:and|but|while|whereas|although)\s)", re.IGNORECASE)
 _LEADING_CONJ = re.compile(r"^(?:and|but|while|whereas|although)\s+", re.IGNORECASE)
 
@@ -105,6 +109,46 @@ CLAUSE_MIN_CONTENT_WORDS = 2
 #: ("I like dogs.", "You are right.", "Me too, I love it!")
 _INTERLOCUTOR = re.compile(r"\b(?:i|me|my|mine|you|your|yours|we|us|our|u|ya)\b|\bi['’]", re.IGNORECASE)
 
+# Words an answer uses to talk about itself, its sources or the conversation ("Here's a concise
+# summary of the passage:", "I hope this helps!", "Let me know if you have other questions."). A
+# sentence made only of these (and filler) points at content without stating any: no claim.
+_META_WORDS = _wordlist(
+    """
+    passage passages text texts article articles document documents context source sources excerpt
+    summary summaries summarize summarise summarized summarised overview answer answers question
+    questions response information details detail following below above provided given based key main
+    point points concise brief short detailed quick list topic topics aspects highlights help helps
+    helpful hope assist assistance further ask asking asked feel free note notes certainly discuss
+    discusses discussed describe describes described explain explains explained mention mentions mentioned state states
+    stated talk talks cover covers covered outline outlines present presents presented focus focuses
+    provide provides include includes including here's here are below several various reasons
+    """
+)
+# A frame that attributes the claim to the passage ("The passage states that X", "According to the
+# text, X", "This document explains X"): X is the claim; the frame's words are in no evidence.
+_META_FRAME = re.compile(
+    r"^(?:(?:according\s+to|based\s+on|as\s+(?:stated|mentioned|described|noted|explained)\s+in)\s+"
+    r"(?:the|this|these)\s+(?:provided\s+|given\s+|above\s+)?"
+    r"(?:passages?|texts?|documents?|articles?|context|excerpts?|sources?|information)\s*,?\s*"
+    r"|(?:the|this)\s+(?:(?:first|second|last|final|next)\s+(?:half|part|section|paragraph)\s+of\s+the\s+)?"
+    r"(?:provided\s+|given\s+|above\s+)?(?:passages?|texts?|documents?|articles?|context|excerpts?|sources?)\s+"
+    r"(?:also\s+)?(?:discuss(?:es)?|describes?|explains?|mentions?|states?|says|notes?|reports?|highlights?|covers?|"
+    r"outlines?|presents?|focuses\s+on|talks\s+about|is\s+about|deals\s+with|introduces|"
+    r"provides\s+(?:information|details)\s+(?:on|about)|"
+    r"(?:begins|starts|opens|commences)(?:\s+off)?\s+with(?:\s+an?\s+(?:introduction|overview)\s+(?:to|of))?)"
+    r"\s+(?:that\s+)?)",
+    re.IGNORECASE,
+)
+# Connectives that open a sentence ("Additionally, ...", "In summary, ..."): grammar, not content.
+_LEADING_CONNECTIVE = re.compile(
+    r"^(?:in\s+(?:summary|conclusion|short|brief|addition|other\s+words|total|general)|to\s+(?:summari[sz]e|sum\s+up|"
+    r"conclude)|overall|additionally|furthermore|moreover|also|however|finally|firstly|secondly|thirdly|lastly|"
+    r"first|second|third|next|then|besides|therefore|thus|hence|for\s+(?:example|instance)|as\s+a\s+result|"
+    r"meanwhile|importantly|notably|specifically|similarly|likewise|consequently|nevertheless|nonetheless|sure|"
+    r"certainly|of\s+course|yes|no|well)\s*[,:]\s+",
+    re.IGNORECASE,
+)
+
 
 @dataclass(frozen=True)
 class ExtractedClaims:
@@ -141,8 +185,9 @@ def split_sentences(text: str) -> list[str]:
     pieces.append(text[start:])
     out = []
     for piece in pieces:
-        piece = _BULLET.sub("", piece.strip())
-        if piece:
+        piece = _TRAILING_ENUMERATOR.sub(r"\1", _BULLET.sub("", piece.strip())).strip()
+        # A list's bare marker ("1.", "2)", "(iii)", "b.") split off as a sentence of its own states nothing.
+        if piece and not _ENUMERATOR.fullmatch(piece):
             out.append(piece)
     return out
 
@@ -222,8 +267,32 @@ def is_claimless(sentence: str, min_content_words: int = 2) -> bool:
     stripped = sentence.strip()
     if stripped.endswith("?"):
         return True
-    n = len(content_words(stripped))
-    return n == 0 or (n < min_content_words and bool(_INTERLOCUTOR.search(stripped)))
+    words = content_words(stripped)
+    n = len(words)
+    if n == 0 or (n < min_content_words and bool(_INTERLOCUTOR.search(stripped))):
+        return True
+    # Only words about the answer itself, its sources or the conversation: "Here's a concise
+    # summary of the passage:", "I hope this helps!" (a sentence with a number or a name is content).
+    return all(w in _META_WORDS or w in STOPWORDS for w in words)
+
+
+def strip_frame(sentence: str) -> str:
+    """The sentence without what frames it: opening connectives ("Additionally,", "In summary,")
+    and attributions to the passage ("The passage states that", "According to the text,", "This
+    document explains"), which no evidence contains. What remains is the claim."""
+    out = sentence.strip()
+    head, colon, rest = out.partition(":")
+    # "Here's a summary of the passage: X" -- a lead-in that states nothing, then the claim
+    if colon and rest.strip() and is_claimless(head):
+        out = rest.strip()
+    for _ in range(3):  # "In summary, according to the passage, X"
+        stripped = _META_FRAME.sub("", _LEADING_CONNECTIVE.sub("", out)).strip()
+        if stripped == out:
+            break
+        out = stripped
+    if not out:
+        return sentence.strip()
+    return out[0].upper() + out[1:] if sentence[:1].isupper() and out[:1].islower() else out
 
 
 def extract_claims(answer: str, split_conjunctions: bool = True) -> ExtractedClaims:
@@ -247,6 +316,9 @@ def extract_claims(answer: str, split_conjunctions: bool = True) -> ExtractedCla
         presupposed = _PRESUPPOSING_QUESTION.search(sentence) if sentence.rstrip().endswith("?") else None
         if presupposed is not None and len(content_words(presupposed.group(1))) >= 3:
             sentence = presupposed.group(1).strip() + "."
+        if is_claimless(sentence):
+            continue
+        sentence = strip_frame(sentence)
         if is_claimless(sentence):
             continue
         pieces = split_clauses(sentence) if split_conjunctions else [sentence]

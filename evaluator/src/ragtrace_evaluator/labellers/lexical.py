@@ -11,10 +11,12 @@ the caller, since the same passages recur).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
+
+from ragtrace_evaluator.labellers.quantities import DateMention, Reading, find_dates, reading_supported
 
 
 def _wordlist(text: str) -> frozenset[str]:
@@ -70,8 +72,18 @@ _NUMBER_WORDS = {
 }
 _SCALES = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12, "k": 1e3, "m": 1e6, "bn": 1e9}
 _TOKEN = re.compile(r"\d+(?:[.,]\d+)*%?|[A-Za-z]+(?:['’][A-Za-z]+)?")
-_TOKEN_OR_BREAK = re.compile(_TOKEN.pattern + r"|[,;:()\[\]—–]|\s-\s")
+# A date found by `quantities.find_dates` is replaced by "\x00k\x00" before tokenising (k = its index),
+# so every format of one date yields the same words; sentence ends (".", "!", "?", a line break) are
+# kept as tokens of their own, because the word after one is sentence-initial.
+_TOKEN_OR_BREAK = re.compile(r"\x00\d+\x00|" + _TOKEN.pattern + r"|[,;:()\[\]—–]|\s-\s|[.!?]+|\n")
 _NUMERIC = re.compile(r"(\d+(?:,\d{3})*(?:\.\d+)?)(%?)")
+# Capitalised, but titles and abbreviations, not names ("Sr. Smith", "Dr. Lee", "Acme Inc.").
+_ABBREVIATIONS = _wordlist(
+    """
+    mr mrs ms mx dr prof sr jr st mt ft vs etc inc ltd co corp llc plc dept est gen gov sen rep col lt sgt
+    capt cpl adm hon rev fr no nos vol vols fig figs approx ca cf ed eds pp
+    """
+)
 
 
 @dataclass(frozen=True)
@@ -80,13 +92,15 @@ class TextFeatures:
 
     #: content stems in order (stop-words removed), for coverage and bigrams
     stems: tuple[str, ...]
-    #: numeric values mentioned (numbers, number words with scales, percentages), rounded
+    #: numeric values mentioned (numbers, number words with scales, percentages, the years of dates),
+    #: rounded; the day of a date is not a number of its own
     numbers: frozenset[float]
-    #: years (1000–2099) mentioned
+    #: years (1000–2099) mentioned, bare or inside a date
     years: frozenset[int]
-    #: month numbers mentioned
+    #: month numbers mentioned, bare or inside a date
     months: frozenset[int]
-    #: lower-cased capitalised words that are not sentence-initial stop-words: likely names
+    #: lower-cased capitalised words that are likely names: not a sentence's first word (unless a
+    #: capitalised word follows it: "New York"), not a title or abbreviation, not in all-capitals text
     entities: frozenset[str]
     #: count of negation cues
     negations: int
@@ -102,10 +116,20 @@ class TextFeatures:
     #: the first content stem after each negation cue: what the negation is about ("did not
     #: *reduce* blood pressure", "no *rule* against")
     negated_heads: frozenset[str] = frozenset()
+    #: the dates with a month (see `quantities`), each as its set of possible readings
+    dates: frozenset[frozenset[Reading]] = frozenset()
+    #: years and months stated on their own, outside any date ("in 1889", "in March")
+    bare_years: frozenset[int] = frozenset()
+    bare_months: frozenset[int] = frozenset()
 
     @property
     def stem_set(self) -> frozenset[str]:
         return frozenset(self.stems)
+
+    @property
+    def plain_numbers(self) -> frozenset[float]:
+        """Numbers that are neither years nor parts of a date."""
+        return frozenset(n for n in self.numbers if not (n.is_integer() and int(n) in self.years))
 
 
 def stem(word: str) -> str:
@@ -135,30 +159,77 @@ def _round(value: float) -> float:
     return round(value, 6)
 
 
+def _mask_dates(text: str) -> tuple[str, list[DateMention]]:
+    mentions = find_dates(text)
+    if not mentions:
+        return text, mentions
+    parts: list[str] = []
+    pos = 0
+    for k, m in enumerate(mentions):
+        parts.append(text[pos:m.start])
+        parts.append(f" \x00{k}\x00 ")
+        pos = m.end
+    parts.append(text[pos:])
+    return "".join(parts), mentions
+
+
 @lru_cache(maxsize=200_000)
 def features(text: str) -> TextFeatures:
     """Lexical features of ``text``; cached because evidence sentences recur across claims."""
-    # Words in order, with "" marking a clause break (punctuation that separates statements).
-    tokens = [tok if tok[0].isalnum() else "" for tok in _TOKEN_OR_BREAK.findall(text)]
-    first_word = next((i for i, tok in enumerate(tokens) if tok), 0)
+    masked, mentions = _mask_dates(text)
+    raw = _TOKEN_OR_BREAK.findall(masked)
+    # Words in order, with "" marking a clause break (punctuation that separates statements) and "."
+    # a sentence end; a date becomes the words of its canonical spelling ("11 june 2003").
+    tokens: list[str] = []
+    date_of: dict[int, DateMention] = {}
+    for tok in raw:
+        if tok.startswith("\x00"):
+            mention = mentions[int(tok.strip("\x00"))]
+            for word in mention.canonical().split():
+                date_of[len(tokens)] = mention
+                tokens.append(word)
+        elif tok[0].isalnum():
+            tokens.append(tok)
+        elif tok[0] in ".!?\n":
+            # "Dr." and initials ("J.", "U.S.") do not end a sentence
+            prev = tokens[-1].lower() if tokens else ""
+            tokens.append("" if prev in _ABBREVIATIONS or len(prev) == 1 else ".")
+        else:
+            tokens.append("")
+    shouting = not any(c.islower() for c in text)
     stems: list[str] = []
     stem_segments: list[int] = []
     segment = 0
     numbers: set[float] = set()
     years: set[int] = set()
     months: set[int] = set()
+    bare_years: set[int] = set()
+    bare_months: set[int] = set()
     entities: set[str] = set()
     negations = 0
     negated: set[str] = set()
     heads: set[str] = set()
     scope_left = 0
     prev_number: float | None = None
+    sentence_start = True
     for i, tok in enumerate(tokens):
-        if not tok:
+        if tok in ("", "."):
             segment += 1
             scope_left = 0
+            sentence_start = sentence_start or tok == "."
             continue
+        initial, sentence_start = sentence_start, False
         low = tok.lower().replace("’", "'")
+        if i in date_of:
+            if tok.isdigit() and len(tok) == 4:
+                years.add(int(tok))
+                numbers.add(float(tok))
+            elif low in MONTHS:
+                months.add(MONTHS[low])
+            stems.append(stem(low) if not tok.isdigit() else tok)
+            stem_segments.append(segment)
+            prev_number = None
+            continue
         if low in NEGATIONS or low.endswith("n't"):
             # "no" is a determiner negation only before a content word ("no evidence"); "no but",
             # "no, it is" are an interjection.
@@ -177,6 +248,7 @@ def features(text: str) -> TextFeatures:
                 numbers.add(_round(value))
                 if match and not match.group(2) and "." not in tok and "," not in tok and 1000 <= value <= 2099:
                     years.add(int(value))
+                    bare_years.add(int(value))
                 prev_number = value
                 stems.append(tok.rstrip("%"))
                 stem_segments.append(segment)
@@ -196,13 +268,10 @@ def features(text: str) -> TextFeatures:
             prev_number = float(_NUMBER_WORDS[low])
         if low in MONTHS and (low != "may" or tok[0].isupper()):
             months.add(MONTHS[low])
+            bare_months.add(MONTHS[low])
         if low in STOPWORDS:
             continue
-        # A capital is a name unless it starts the text; a text-initial capital counts only when the
-        # same word does not also appear in lower case later (then it is a common word).
-        # Month names and number words are dates and numbers (checked as such), not names.
-        if tok[0].isupper() and len(tok) > 1 and low not in MONTHS and low not in _NUMBER_WORDS and (
-                i > first_word or (low not in tokens[i + 1:] and low not in _NOT_NAMES)):
+        if tok[0].isupper() and len(tok) > 1 and not shouting and _is_name(low, i, initial, tokens):
             entities.add(low)
         stems.append(stem(low))
         stem_segments.append(segment)
@@ -221,7 +290,27 @@ def features(text: str) -> TextFeatures:
             loose.add((stems[j], stems[j + 2]))
     return TextFeatures(tuple(stems), frozenset(numbers), frozenset(years), frozenset(months),
                         frozenset(entities), negations, frozenset(pairs), frozenset(loose), frozenset(negated),
-                        frozenset(heads))
+                        frozenset(heads), frozenset(m.readings for m in mentions), frozenset(bare_years),
+                        frozenset(bare_months))
+
+
+def _is_name(low: str, i: int, initial: bool, tokens: Sequence[str]) -> bool:
+    """Is the capitalised word ``tokens[i]`` (lower-cased ``low``) likely a name?
+
+    Month names and number words are dates and numbers (checked as such); titles and abbreviations
+    ("Sr.", "Dr.", "Inc.") are not names. A sentence's first word is capitalised by grammar
+    ("Additionally, ...", "Furthermore, ...", a bullet's first word), so it counts as a name only
+    when the next word is capitalised too ("New York was ...", "Hepround Energy said ..."). Any
+    word the same text also uses in lower case is a common word.
+    """
+    if low in MONTHS or low in _NUMBER_WORDS or low in _ABBREVIATIONS or low in _NOT_NAMES:
+        return False
+    if low in (t for t in tokens if t and t[0].islower()):
+        return False
+    if initial:
+        nxt = tokens[i + 1] if i + 1 < len(tokens) else ""
+        return bool(nxt) and nxt[0].isupper() and nxt.lower() not in STOPWORDS
+    return True
 
 
 def merge(items: Iterable[TextFeatures]) -> TextFeatures:
@@ -236,6 +325,9 @@ def merge(items: Iterable[TextFeatures]) -> TextFeatures:
     loose: set[tuple[str, str]] = set()
     negated: set[str] = set()
     heads: set[str] = set()
+    dates: set[frozenset[Reading]] = set()
+    bare_years: set[int] = set()
+    bare_months: set[int] = set()
     for f in items:
         negated |= f.negated
         heads |= f.negated_heads
@@ -247,9 +339,12 @@ def merge(items: Iterable[TextFeatures]) -> TextFeatures:
         months |= f.months
         entities |= f.entities
         negations += f.negations
+        dates |= f.dates
+        bare_years |= f.bare_years
+        bare_months |= f.bare_months
     return TextFeatures(tuple(stems), frozenset(numbers), frozenset(years), frozenset(months),
                         frozenset(entities), negations, frozenset(pairs), frozenset(loose), frozenset(negated),
-                        frozenset(heads))
+                        frozenset(heads), frozenset(dates), frozenset(bare_years), frozenset(bare_months))
 
 
 def coverage(claim: TextFeatures, evidence: TextFeatures) -> float:
@@ -305,13 +400,21 @@ def _number_found(value: float, pool: frozenset[float]) -> bool:
     return any(round(v, -exponent) == value for v in pool)
 
 
+def _date_found(readings: frozenset[Reading], evidence: TextFeatures) -> bool:
+    return any(reading_supported(c, e) for ev in evidence.dates for e in ev for c in readings)
+
+
 def missing_numbers(claim: TextFeatures, evidence: TextFeatures) -> float:
-    """Share of the claim's numbers (and months) absent from the evidence; 0.0 when it states none."""
-    total = len(claim.numbers) + len(claim.months)
+    """Share of the claim's numbers, dates, years and months that the evidence does not state;
+    0.0 when it states none. A date must agree on every part the claim gives (see `quantities`);
+    a bare year or month matches the same year or month anywhere in the evidence, dates included."""
+    plain = claim.plain_numbers
+    total = len(plain) + len(claim.dates) + len(claim.bare_years) + len(claim.bare_months)
     if not total:
         return 0.0
-    missing = sum(1 for n in claim.numbers if not _number_found(n, evidence.numbers))
-    missing += len(claim.months - evidence.months)
+    missing = sum(1 for n in plain if not _number_found(n, evidence.numbers))
+    missing += sum(1 for d in claim.dates if not _date_found(d, evidence))
+    missing += len(claim.bare_years - evidence.years) + len(claim.bare_months - evidence.months)
     return missing / total
 
 
@@ -327,12 +430,15 @@ def missing_entities(claim: TextFeatures, evidence: TextFeatures) -> float:
 
 def number_conflict(claim: TextFeatures, aligned: TextFeatures) -> bool:
     """The claim states a number or date the aligned evidence sentence does not, while that sentence
-    states another one of the same kind (a year for a year, any number for a number)."""
+    states another one of the same kind (a date for a date, a year for a year, any number for a
+    number)."""
+    if claim.dates and aligned.dates and not any(_date_found(d, aligned) for d in claim.dates):
+        return True
     claim_years = claim.years
     if claim_years and aligned.years and not (claim_years & aligned.years):
         return True
-    other_claim = {n for n in claim.numbers if n not in claim_years}
-    other_aligned = {n for n in aligned.numbers if n not in aligned.years}
+    other_claim = claim.plain_numbers
+    other_aligned = aligned.plain_numbers
     if other_claim and other_aligned and not any(_number_found(n, aligned.numbers) for n in other_claim):
         return True
     return bool(claim.months and aligned.months and not (claim.months & aligned.months))

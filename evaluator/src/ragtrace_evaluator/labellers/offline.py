@@ -87,7 +87,7 @@ from ragtrace_evaluator.labellers.protocol import (
     no_claim_result,
 )
 
-FORMULA_VERSION = "offline-6"
+FORMULA_VERSION = "offline-7"
 TOP_K = 3
 
 
@@ -156,6 +156,30 @@ def _rest_coverage(claim: TextFeatures, aligned: TextFeatures) -> float:
     return len(rest & aligned.stem_set) / len(rest)
 
 
+def _passage_groups(sent_feats: Sequence[TextFeatures], owners: Sequence[int]) -> dict[int, int]:
+    """Passage index -> group id: passages are related (one group) when they share a name, directly
+    or through another passage (a page and the page its subject links to)."""
+    names: dict[int, set[str]] = {}
+    for f, o in zip(sent_feats, owners, strict=True):
+        names.setdefault(o, set()).update(f.entities)
+    parent = {p: p for p in names}
+
+    def find(p: int) -> int:
+        while parent[p] != p:
+            parent[p] = parent[parent[p]]
+            p = parent[p]
+        return p
+
+    seen: dict[str, int] = {}
+    for p in sorted(names):
+        for name in names[p]:
+            if name in seen:
+                parent[find(p)] = find(seen[name])
+            else:
+                seen[name] = p
+    return {p: find(p) for p in names}
+
+
 def _sigmoid(z: float) -> float:
     return 1.0 / (1.0 + math.exp(-z)) if z > -700 else 0.0
 
@@ -189,43 +213,69 @@ class OfflineGroundingLabeller:
 
     def claim_features(self, claim: str, claim_vec: np.ndarray, sentences: Sequence[str],
                        owners: Sequence[int], sentence_vecs: np.ndarray) -> ClaimFeatures:
-        """Features of ``claim`` against passage ``sentences`` (``owners[j]`` = passage index)."""
+        """Features of ``claim`` against passage ``sentences`` (``owners[j]`` = passage index).
+
+        A claim is judged against one *group* of related passages at a time (passages that share a
+        name, e.g. a page and the page it links to) and keeps its best group: a claim whose parts
+        come from two unrelated passages is not supported as a whole, though each part is.
+        """
         cf = features(claim)
         if not sentences:
-            return ClaimFeatures(0.0, 0.0, 0.0, 1.0 if (cf.numbers or cf.months) else 0.0,
+            return ClaimFeatures(0.0, 0.0, 0.0, 1.0 if (cf.numbers or cf.months or cf.dates) else 0.0,
                                  1.0 if cf.entities else 0.0,
                                  1.0 if cf.stems else 0.0, 1.0 if first_person(claim) else 0.0, 0.0, None, None)
         sims = sentence_vecs @ claim_vec
         sent_feats = [features(s) for s in sentences]
         lex = np.array([coverage(cf, f) for f in sent_feats], dtype=np.float32)
         rank = sims + lex
-        top = np.argsort(-rank, kind="stable")[: self.top_k]
-        best = int(top[0])
-        local = merge(sent_feats[int(j)] for j in top)
-        passage_feats = merge([local] + [f for f, o in zip(sent_feats, owners, strict=True)
-                                         if o == owners[best]])
+        order = np.argsort(-rank, kind="stable")
+        everything = merge(sent_feats)
+        groups = _passage_groups(sent_feats, owners)
+        # Only groups holding one of the claim's best sentences can be its best group.
+        candidates = list(dict.fromkeys(groups[owners[int(j)]] for j in order[: 2 * self.top_k]))
+        scored = []
+        for group in candidates:
+            members = [int(j) for j in order if groups[owners[int(j)]] == group]
+            scored.append(self._group_features(claim, cf, members[: self.top_k], sentences, sent_feats, owners,
+                                               sims, everything))
+        # the first candidate holds the claim's best sentence; another group wins only with more support
+        return max(scored, key=self._z)
+
+    def _group_features(self, claim: str, cf: TextFeatures, top: Sequence[int], sentences: Sequence[str],
+                        sent_feats: Sequence[TextFeatures], owners: Sequence[int], sims: np.ndarray,
+                        everything: TextFeatures) -> ClaimFeatures:
+        best = top[0]
+        local = merge(sent_feats[j] for j in top)
+        passage_feats = merge([local] + [f for f, o in zip(sent_feats, owners, strict=True) if o == owners[best]])
         aligned = sent_feats[best]
-        aligned_cov = _rest_coverage(cf, aligned)
-        conflict = self._conflict(cf, aligned, passage_feats)
         return ClaimFeatures(
             coverage=coverage(cf, local),
             bigram=bigram_coverage(cf, local),
-            cosine=float(np.max(sims)),
-            missing_numbers=missing_numbers(cf, passage_feats),
+            cosine=float(np.max(sims[list(top)])),
+            # numbers and dates against the sentences aligned to the claim, not the whole page: a
+            # date's digits elsewhere on a long page do not support it
+            missing_numbers=missing_numbers(cf, local),
             missing_entities=missing_entities(cf, passage_feats),
-            unseen=1.0 - coverage(cf, merge(sent_feats)) if cf.stems else 0.0,
-            persona=1.0 if first_person(claim) and not any(first_person(sentences[int(j)]) for j in top) else 0.0,
-            aligned_coverage=aligned_cov,
-            conflict=conflict,
+            unseen=1.0 - coverage(cf, everything) if cf.stems else 0.0,
+            persona=1.0 if first_person(claim) and not any(first_person(sentences[j]) for j in top) else 0.0,
+            aligned_coverage=_rest_coverage(cf, aligned),
+            conflict=self._conflict(cf, aligned, local, passage_feats),
             passage_index=owners[best],
         )
 
+    def _z(self, f: ClaimFeatures) -> float:
+        w = self.weights
+        return (w.bias + w.coverage * f.coverage + w.bigram * f.bigram + w.cosine * f.cosine
+                - w.missing_numbers * f.missing_numbers - w.missing_entities * f.missing_entities
+                - w.unseen * f.unseen - w.persona * f.persona)
+
     @staticmethod
-    def _conflict(claim: TextFeatures, aligned: TextFeatures, passage: TextFeatures) -> str | None:
-        # A number or name that appears anywhere in the aligned passage is not contradicted by the
-        # aligned sentence's other numbers or names: the claim may combine that sentence with
-        # another one of the same passage (a web page, a long paragraph).
-        if number_conflict(claim, aligned) and missing_numbers(claim, passage) > 0:
+    def _conflict(claim: TextFeatures, aligned: TextFeatures, local: TextFeatures,
+                  passage: TextFeatures) -> str | None:
+        # A number stated by another of the claim's aligned sentences, or a name stated anywhere in
+        # the aligned passage, is not contradicted by the aligned sentence's other numbers or names:
+        # the claim may combine that sentence with another one of the same passage.
+        if number_conflict(claim, aligned) and missing_numbers(claim, local) > 0:
             return "number"
         if negation_mismatch(claim, aligned):
             return "negation"
@@ -234,11 +284,7 @@ class OfflineGroundingLabeller:
         return None
 
     def verdict(self, claim: str, f: ClaimFeatures, passages: Sequence[Passage]) -> ClaimVerdict:
-        w = self.weights
-        z = (w.bias + w.coverage * f.coverage + w.bigram * f.bigram + w.cosine * f.cosine
-             - w.missing_numbers * f.missing_numbers - w.missing_entities * f.missing_entities
-             - w.unseen * f.unseen - w.persona * f.persona)
-        support = _sigmoid(z)
+        support = _sigmoid(self._z(f))
         contradiction = f.aligned_coverage if f.conflict is not None else 0.0
         name: ClaimVerdictName
         if contradiction >= self.thresholds.contradiction:
