@@ -245,6 +245,8 @@ def run_demo(cfg: DemoConfig) -> DemoResult:
 
     say(f"[2/6] reference answers (`ragtrace labels import`), then ragtrace serve on the embedded store {store}")
     refs_path = write_references(out / "references.jsonl", corpus)
+    # Readers never change the schema: the store is created (migrated) first, as a user would.
+    _ragtrace(["store", "migrate", "--store", str(store)], log)
     _ragtrace(["labels", "import", str(refs_path), "--kind", "references", "--store", str(store)], log)
     port = cfg.port or _free_port()
     collector = Collector(store, port, out / "collector.log")
