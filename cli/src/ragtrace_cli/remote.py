@@ -70,12 +70,21 @@ class RemoteClient:
         """``GET path?params``; ``hints`` add a status-specific remedy to the error message."""
         return self._request("GET", path, params=dict(params) if params else None, hints=hints)
 
+    def get_page(self, path: str, params: Mapping[str, Any] | None = None) -> tuple[Any, Mapping[str, str]]:
+        """``GET path?params`` and the response's headers (a listing's next cursor and total travel there)."""
+        resp = self._send("GET", path, params=dict(params) if params else None, json=None, hints=None)
+        return self._parsed(resp), resp.headers
+
     def post_json(self, path: str, body: Any = None, *, hints: Mapping[int, str] | None = None) -> Any:
         """``POST path`` with ``body`` as JSON (no body when None)."""
         return self._request("POST", path, json=body, hints=hints)
 
     def _request(self, method: str, path: str, *, params: dict[str, Any] | None = None, json: Any = None,
                  hints: Mapping[int, str] | None) -> Any:
+        return self._parsed(self._send(method, path, params=params, json=json, hints=hints))
+
+    def _send(self, method: str, path: str, *, params: dict[str, Any] | None, json: Any,
+              hints: Mapping[int, str] | None) -> httpx.Response:
         url = self.base_url + path
         try:
             resp = self._http.request(method, path, params=params, json=json)
@@ -88,6 +97,10 @@ class RemoteClient:
             raise RemoteError(f"the collector at {self.base_url} answered {resp.status_code}"
                               f"{f' ({hint})' if hint else ''}: {detail}",
                               url=url, status=resp.status_code, detail=detail)
+        return resp
+
+    def _parsed(self, resp: httpx.Response) -> Any:
+        url = str(resp.request.url.copy_with(query=None))
         try:
             return parse_body(resp)
         except ValueError as exc:

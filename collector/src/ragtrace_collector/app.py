@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hmac
+import itertools
 import logging
 import threading
 import time
@@ -28,7 +29,7 @@ from typing import Annotated
 
 import orjson
 from fastapi import Depends, FastAPI, Query, Request
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
@@ -42,9 +43,12 @@ from ragtrace_collector.otlp import JSON, OtlpError, encode_response, encode_sta
 from ragtrace_collector.settings import CollectorSettings
 from ragtrace_collector.spool import Spool, SpoolError
 from ragtrace_collector.writer import Backpressure, Writer
-from ragtrace_store import DEFAULT_TENANT, Store
+from ragtrace_store import DEFAULT_TENANT, CursorError, Store, TraceFilter, count_traces, encode_cursor
 
 log = logging.getLogger("ragtrace.collector")
+
+#: the most traces one page of GET /api/traces holds (a larger limit streams, without a cursor)
+PAGE_MAX = 1000
 
 
 class AuthError(Exception):
@@ -237,12 +241,36 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
     def list_traces(tenant: TenantDep, release: str | None = None, service: str | None = None,
                     since: datetime | None = None, until: datetime | None = None,
                     limit: Annotated[int, Query(ge=1, le=100_000)] = 100, content: bool = False,
-                    include_all: Annotated[bool, Query(alias="all")] = False) -> Response:
+                    include_all: Annotated[bool, Query(alias="all")] = False, cursor: str | None = None,
+                    total: bool = False) -> Response:
+        """NDJSON, newest first. A page of at most `PAGE_MAX` traces says where the next one starts
+        (``Ragtrace-Next-Cursor``; absent on the last page) and, with ``total=true``, how many
+        there are (``Ragtrace-Total``, ``Ragtrace-Total-Exact``). A larger ``limit`` is streamed in
+        one response without a cursor. Memory stays bounded either way."""
         # all=true: also the roots that are not queries (`ragtrace_store.traces.query_condition`)
-        records = store.read_traces(tenant=tenant, release=release, service=service, since=since, until=until,
-                                    limit=limit, with_content=content, include_all=include_all)
-        body = b"".join(orjson.dumps(r.as_json(with_content=content)) + b"\n" for r in records)
-        return Response(body, media_type="application/x-ndjson")
+        flt = TraceFilter(tenant=tenant, release=release, service=service, since=since, until=until)
+        try:
+            records = store.read_traces(tenant=tenant, release=release, service=service, since=since, until=until,
+                                        limit=limit + 1 if limit <= PAGE_MAX else limit, with_content=content,
+                                        include_all=include_all, cursor=cursor)
+            first = next(records, None)  # a bad cursor raises here, before anything is sent
+        except CursorError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        rows = itertools.chain([first] if first is not None else [], records)
+        if limit > PAGE_MAX:
+            return StreamingResponse((orjson.dumps(r.as_json(with_content=content)) + b"\n" for r in rows),
+                                     media_type="application/x-ndjson")
+        page = list(itertools.islice(rows, limit + 1))
+        headers = {}
+        if len(page) > limit:
+            page = page[:limit]
+            headers["Ragtrace-Next-Cursor"] = encode_cursor(flt, page[-1].start_time, page[-1].trace_id,
+                                                            include_all=include_all)
+        if total:
+            got = count_traces(store, flt, include_all=include_all)
+            headers["Ragtrace-Total"], headers["Ragtrace-Total-Exact"] = str(got.queries), str(got.exact).lower()
+        body = b"".join(orjson.dumps(r.as_json(with_content=content)) + b"\n" for r in page)
+        return Response(body, media_type="application/x-ndjson", headers=headers)
 
     @app.get("/api/traces/{trace_id}")
     def get_trace(trace_id: str, tenant: TenantDep) -> Response:

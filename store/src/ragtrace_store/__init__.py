@@ -46,6 +46,7 @@ from ragtrace_store.labels import (
     write_labels,
 )
 from ragtrace_store.migrations import Migration, load_migrations
+from ragtrace_store.paging import CursorError, TraceCount, count_traces, decode_cursor, encode_cursor
 from ragtrace_store.records import DEFAULT_TENANT, STAGES, DocumentRef, TraceRecord
 
 __all__ = [
@@ -63,6 +64,7 @@ __all__ = [
     "STAGES",
     "ClaimRecord",
     "ClaimVerdict",
+    "CursorError",
     "DocumentRef",
     "FailureMode",
     "GenerationRecord",
@@ -79,11 +81,15 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreLockedError",
+    "TraceCount",
     "TraceFilter",
     "TraceRecord",
     "arrow_table",
     "as_utc",
+    "count_traces",
+    "decode_cursor",
     "default_store_path",
+    "encode_cursor",
     "is_server_url",
     "label_row",
     "load_migrations",

@@ -45,16 +45,21 @@ def read_traces(
     limit: int | None = None,
     with_content: bool = False,
     include_all: bool = False,
+    cursor: str | None = None,
 ) -> Iterator[TraceRecord]:
     """Assembled queries, newest first. Only traces whose root span has arrived are returned, and
-    only queries (`query_condition`) unless ``include_all`` (the others have ``is_query`` False)."""
+    only queries (`query_condition`) unless ``include_all`` (the others have ``is_query`` False).
+    ``cursor`` (`ragtrace_store.paging.encode_cursor` of the same filters) continues a listing after
+    the trace it names; a cursor of other filters raises `ragtrace_store.paging.CursorError`."""
+    from ragtrace_store.paging import decode_cursor
+
     flt = TraceFilter(tenant=tenant, service=service, release=release, since=since, until=until,
                       trace_ids=trace_ids)
     # Pages of roots (keyset pagination on the sort order), each assembled before the next is
     # read, so memory stays bounded however large the store is.
     page = 500
     left = limit
-    after: tuple[Any, str] | None = None
+    after: tuple[Any, str] | None = None if cursor is None else decode_cursor(cursor, flt, include_all=include_all)
     while left is None or left > 0:
         n = page if left is None else min(page, left)
         roots = _root_page(store, flt, after, n, include_all)
@@ -157,13 +162,13 @@ def query_condition(store: Store, flt: TraceFilter, *, among: str | None = None)
 
 
 def count_roots(store: Store, flt: TraceFilter) -> dict[str, int]:
-    """``{"queries": n, "other": m}``: the traces `read_traces` returns, and the other roots."""
-    where, params = flt.conditions()
-    rows = store.query_rows(
-        f"SELECT countIf({query_condition(store, flt)}), count() FROM {store.table('queries')} FINAL "
-        f"WHERE {' AND '.join(where)}", params)
-    queries, total = (int(x) for x in rows[0])
-    return {"queries": queries, "other": total - queries}
+    """``{"queries": n, "other": m}``: the traces `read_traces` returns, and the other roots, exactly
+    (each trace's winning root row, no FINAL; memory grows with the matching traces: a bounded count
+    for listings is `ragtrace_store.paging.count_traces`)."""
+    from ragtrace_store.paging import count_traces
+
+    got = count_traces(store, flt, exact_up_to=None)
+    return {"queries": got.queries, "other": got.others or 0}
 
 
 def _assemble(store: Store, tenant: str, roots: list[tuple[Any, ...]], with_content: bool) -> Iterator[TraceRecord]:

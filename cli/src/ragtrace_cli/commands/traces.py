@@ -8,17 +8,26 @@ cannot be used (`ragtrace_cli.commands.common`).
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import textwrap
-from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
 import orjson
 
 from ragtrace_cli.commands.common import EXIT_STORE, STORE_HELP, open_reader
-from ragtrace_store import DEFAULT_TENANT, TraceFilter, TraceRecord, parse_time_bound
-from ragtrace_store.traces import count_roots
+from ragtrace_store import (
+    DEFAULT_TENANT,
+    CursorError,
+    TraceCount,
+    TraceFilter,
+    TraceRecord,
+    count_traces,
+    encode_cursor,
+    parse_time_bound,
+)
+from ragtrace_store.paging import EXACT_COUNT_ROWS
 
 #: how `traces show` names where a context came from (`TraceRecord.context_source`)
 _CONTEXT_SOURCES = {"prompt": "read from the generation prompt", "reranker_top_k": "guessed: the reranker's top_k",
@@ -40,6 +49,7 @@ def traces_main(argv: list[str]) -> int:
                    help="also list roots that are not queries (no retriever, reranker or LLM span under them: "
                         "a retriever or LLM called outside a chain, an index being built)")
     p.add_argument("--json", action="store_true", help="one JSON object per trace (JSON Lines)")
+    p.add_argument("--cursor", help="continue a listing after its last page (the cursor printed under that page)")
     a = p.parse_args(argv)
     try:
         since, until = parse_time_bound(a.since, "since"), parse_time_bound(a.until, "until")
@@ -47,40 +57,152 @@ def traces_main(argv: list[str]) -> int:
         p.error(str(exc))
     if a.limit <= 0:
         p.error("--limit must be > 0")
-    others = 0
+    flt = TraceFilter(tenant=a.tenant, service=a.service, release=a.release, since=since, until=until)
+    out = _Output(as_json=a.json)
+    # Traces are written as they are read (one page of the store at a time), so neither this
+    # process nor the collector holds the listing, however long --limit makes it.
     if a.server:
-        params: dict[str, Any] = {"limit": a.limit}
-        if a.include_all:
-            params["all"] = "true"
-        for key, val in (("release", a.release), ("service", a.service), ("since", since), ("until", until)):
-            if val is not None:
-                params[key] = val.isoformat() if isinstance(val, datetime) else val
-        rows = _fetch(a.server, "/api/traces", params, a.token)
-        if rows is None:
+        listing = _remote_listing(a, flt, out)
+        if listing is None:
             return 1
-        objs = list(rows)
+        next_cursor, count = listing
     else:
         store = open_reader(a.store, command="traces")
         if store is None:
             return EXIT_STORE
         with store:
-            objs = [r.as_json() for r in store.read_traces(tenant=a.tenant, service=a.service, release=a.release,
-                                                            since=since, until=until, limit=a.limit,
-                                                            include_all=a.include_all)]
-            if not a.include_all and not a.json:
-                others = count_roots(store, TraceFilter(tenant=a.tenant, service=a.service, release=a.release,
-                                                        since=since, until=until))["other"]
-    if a.json:
-        out = sys.stdout.buffer
-        for obj in objs:
-            out.write(orjson.dumps(obj) + b"\n")
-        out.flush()
-    else:
-        _print_table(objs)
-        if others:
-            print(f"{others} other trace(s) have no retrieval, rerank or generation under their root and are not "
-                  "queries (`--all` lists them)")
+            try:
+                rows = store.read_traces(tenant=a.tenant, service=a.service, release=a.release, since=since,
+                                         until=until, limit=a.limit + 1, include_all=a.include_all, cursor=a.cursor)
+                last = None
+                for rec in rows:
+                    if out.shown == a.limit:  # one more than shown: there is a next page
+                        assert last is not None
+                        out.more = True
+                        break
+                    out.write(rec.as_json())
+                    last = rec
+            except CursorError as exc:
+                print(f"ragtrace traces: --cursor: {exc}", file=sys.stderr)
+                return 2
+            next_cursor = (encode_cursor(flt, last.start_time, last.trace_id, include_all=a.include_all)
+                           if out.more and last is not None else None)
+            # the count says how many there are (a footer, not a scan: bounded, see count_traces)
+            count = (count_traces(store, flt, include_all=a.include_all)
+                     if next_cursor or a.cursor or not (a.json or a.include_all) else None)
+    out.footer(limit=a.limit, count=count, next_command=_next_command(a, since, until, next_cursor),
+               include_all=a.include_all, continued=a.cursor is not None)
     return 0
+
+
+class _Output:
+    """The listing as it is read: JSON Lines, or the table (header before the first row)."""
+
+    def __init__(self, *, as_json: bool) -> None:
+        self.as_json, self.shown, self.more = as_json, 0, False
+
+    def write(self, obj: dict[str, Any]) -> None:
+        if self.as_json:
+            sys.stdout.buffer.write(orjson.dumps(obj) + b"\n")
+        else:
+            if not self.shown:
+                print(_HEADER)
+                print("-" * len(_HEADER))
+            print(_row(obj))
+        self.shown += 1
+
+    def footer(self, *, limit: int, count: TraceCount | None, next_command: str | None, include_all: bool,
+               continued: bool) -> None:
+        if self.as_json:
+            sys.stdout.buffer.flush()
+            if next_command:  # stdout stays JSON Lines; the way on goes to stderr
+                total = f" of {_total(count)}" if count else ""
+                print(f"ragtrace traces: {self.shown}{total} trace(s) listed (--limit {limit}); next page: "
+                      f"{next_command}", file=sys.stderr)
+            return
+        if not self.shown:
+            print("no traces (a trace appears once its root span has arrived)" if not continued
+                  else "no more traces after this cursor")
+            return
+        what = "root(s)" if include_all else "trace(s)"
+        if next_command:
+            print(f"\n{self.shown} of {_total(count)} {what} shown, newest first (--limit {limit}). Next {limit}:\n"
+                  f"  {next_command}\nor a larger --limit.")
+        else:
+            print(f"\n{self.shown} {what}{' (the last page)' if continued else ''}.")
+        print("P/R/C = retrieved / reranked / supplied context documents. state: ok, incomplete (lost "
+              "attributes or a stage: not labelled; `ragtrace traces show` says why) or not-query.")
+        if count is not None and count.others and not include_all:
+            print(f"{count.others} other trace(s) have no retrieval, rerank or generation under their root and are "
+                  "not queries (`--all` lists them)")
+
+
+def _total(count: TraceCount | None) -> str:
+    if count is None:
+        return "?"
+    return f"{count.queries:,}" if count.exact else f"at most {count.queries:,} (root rows; counted exactly up to " \
+        f"{EXACT_COUNT_ROWS:,})"
+
+
+def _next_command(a: argparse.Namespace, since: datetime | None, until: datetime | None,
+                  cursor: str | None) -> str | None:
+    """The command that prints the next page: the same filters (relative times made absolute, which
+    the cursor was made for) and the cursor."""
+    if cursor is None:
+        return None
+    args = ["ragtrace", "traces"]
+    for flag, value in (("--store", a.store), ("--server", a.server), ("--tenant", a.tenant if a.tenant !=
+                        DEFAULT_TENANT else None), ("--service", a.service), ("--release", a.release),
+                        ("--since", since.isoformat() if since else None),
+                        ("--until", until.isoformat() if until else None), ("--limit", str(a.limit))):
+        if value is not None:
+            args += [flag, value]
+    if a.include_all:
+        args.append("--all")
+    if a.json:
+        args.append("--json")
+    if a.token:
+        args += ["--token", "TOKEN"]  # never echo a credential
+    return shlex.join([*args, "--cursor", cursor])
+
+
+def _remote_listing(a: argparse.Namespace, flt: TraceFilter,
+                    out: _Output) -> tuple[str | None, TraceCount | None] | None:
+    """Pages of /api/traces (at most `_PAGE` traces each, following its cursor) written to ``out``
+    until --limit: (the next cursor, the count), or None once a refusal is printed."""
+    from ragtrace_cli.remote import RemoteClient, RemoteError
+
+    params: dict[str, Any] = {"all": "true"} if a.include_all else {}
+    for key, val in (("release", a.release), ("service", a.service), ("since", flt.since), ("until", flt.until)):
+        if val is not None:
+            params[key] = val.isoformat() if isinstance(val, datetime) else val
+    cursor, count = a.cursor, None
+    try:
+        with RemoteClient(a.server, token=a.token, timeout=60) as remote:
+            while out.shown < a.limit:
+                page = {**params, "limit": min(_PAGE, a.limit - out.shown)}
+                if cursor:
+                    page["cursor"] = cursor
+                if out.shown == 0:
+                    page["total"] = "true"
+                rows, headers = remote.get_page("/api/traces", page)
+                if "ragtrace-total" in headers:
+                    count = TraceCount(int(headers["ragtrace-total"]), None,
+                                       headers.get("ragtrace-total-exact") == "true")
+                for obj in rows or []:
+                    out.write(obj)
+                cursor = headers.get("ragtrace-next-cursor")
+                if not cursor:
+                    return None, count
+    except RemoteError as exc:
+        print(f"ragtrace traces: {exc}", file=sys.stderr)
+        return None
+    out.more = True
+    return cursor, count
+
+
+#: traces per request of `ragtrace traces --server` (the collector's PAGE_MAX)
+_PAGE = 1000
 
 
 def _common_read_args(p: argparse.ArgumentParser) -> None:
@@ -110,22 +232,15 @@ def _short(text: str | None, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _print_table(objs: Iterable[dict[str, Any]]) -> None:
-    objs = list(objs)
-    if not objs:
-        print("no traces (a trace appears once its root span has arrived)")
-        return
-    header = (f"{'trace_id':<32}  {'start (UTC)':<19}  {'release':<12}  {'P/R/C':>8}  {'gold':>4}  "
-              f"{'state':<10}  query → answer")
-    print(header)
-    print("-" * len(header))
-    for o in objs:
-        start = (o.get("start_time") or "")[:19].replace("T", " ")
-        counts = f"{len(o['retrieved'])}/{len(o['reranked'])}/{len(o['context'])}"
-        print(f"{o['trace_id']:<32}  {start:<19}  {_short(o['release'], 12):<12}  {counts:>8}  "
-              f"{len(o['gold_ids']):>4}  {_state(o):<10}  {_short(o['query'], 40)} → {_short(o['answer'], 40)}")
-    print(f"\n{len(objs)} trace(s). P/R/C = retrieved / reranked / supplied context documents. state: ok, "
-          "incomplete (lost attributes or a stage: not labelled; `ragtrace traces show` says why) or not-query.")
+_HEADER = (f"{'trace_id':<32}  {'start (UTC)':<19}  {'release':<12}  {'P/R/C':>8}  {'gold':>4}  "
+           f"{'state':<10}  query → answer")
+
+
+def _row(o: dict[str, Any]) -> str:
+    start = (o.get("start_time") or "")[:19].replace("T", " ")
+    counts = f"{len(o['retrieved'])}/{len(o['reranked'])}/{len(o['context'])}"
+    return (f"{o['trace_id']:<32}  {start:<19}  {_short(o['release'], 12):<12}  {counts:>8}  "
+            f"{len(o['gold_ids']):>4}  {_state(o):<10}  {_short(o['query'], 40)} → {_short(o['answer'], 40)}")
 
 
 def _state(o: dict[str, Any]) -> str:
