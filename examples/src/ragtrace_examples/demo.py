@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import io
 import json
 import os
 import signal
@@ -288,8 +287,6 @@ def run_demo(cfg: DemoConfig) -> DemoResult:
         collector.stop()
 
     say("[5/6] ragtrace compare: paired statistics, gates, HTML report")
-    from ragtrace_cli.commands.compare import compare_main
-
     report_html = out / "report.html"
     compare_json = out / "compare.json"
     t = time.perf_counter()
@@ -300,9 +297,11 @@ def run_demo(cfg: DemoConfig) -> DemoResult:
                     "--save", "--store", str(store),
                     # movers link to the trace pages of this demo's server (`--keep-serving` keeps it up)
                     "--server-url", collector.url]
-    sink = io.StringIO()
-    with contextlib.redirect_stdout(sink) if cfg.quiet else contextlib.nullcontext():
-        compare_exit = compare_main(compare_args)
+    # A child process, like the other store commands: --save opens the embedded store, and a process
+    # holds one embedded store at most (the caller, e.g. a test session, may hold another).
+    proc = subprocess.run([sys.executable, "-m", "ragtrace_cli.main", "compare", *compare_args],
+                          capture_output=cfg.quiet, text=True, timeout=1800)
+    compare_exit = proc.returncode
     timings["compare_s"] = time.perf_counter() - t
     if compare_exit not in (0, 1):
         raise DemoError(f"ragtrace compare failed with exit code {compare_exit}")
