@@ -298,3 +298,24 @@ def test_bad_plans() -> None:
         SamplePlan(sample=3, stratify=("tenant",))
     with pytest.raises(SamplingError, match="--sampler 3: use one of 1, 2"):
         SamplePlan(sample=3, sampler=3)
+
+
+def test_a_window_decides_from_the_root_rows_near_it(chdb_store: Any) -> None:
+    """A trace with two SDK roots three hours apart (two pipelines under one request, the later one
+    received last, so it wins the trace): a window around the first sees the trace by its first
+    root, a window around the second by the second, and no window both (ROOT_SPREAD is an hour)."""
+    tenant = f"band-{uuid.uuid4().hex[:8]}"
+    t = BASE + timedelta(days=2)
+    rows = [Row("b" * 32, "s1", "qa", "r1", "/ask", t, 3, t + timedelta(seconds=1), "CHAIN"),
+            Row("b" * 32, "s2", "qa", "r2", "/ask", t + timedelta(hours=3), 3, t + timedelta(hours=3, seconds=1),
+                "CHAIN")]
+    _insert(chdb_store, tenant, rows, set())
+    first = TraceFilter(tenant=tenant, since=t - timedelta(minutes=5), until=t + timedelta(minutes=5))
+    later = t + timedelta(hours=3)
+    second = TraceFilter(tenant=tenant, since=later - timedelta(minutes=5), until=later + timedelta(minutes=5))
+    for flt in (first, second):
+        assert select_sample(chdb_store, flt, SamplePlan(rate=1.0)).trace_ids == ["b" * 32]
+    assert select_sample(chdb_store, TraceFilter(tenant=tenant, release="r1"), SamplePlan(rate=1.0)).trace_ids == []
+    assert select_sample(chdb_store, TraceFilter(tenant=tenant, release="r2"), SamplePlan(rate=1.0)).trace_ids == [
+        "b" * 32]
+

@@ -41,6 +41,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final, NoReturn, TypeVar
 
+import orjson
+
 from ragtrace_store.clock import as_utc, utc_now
 from ragtrace_store.errors import StoreError
 from ragtrace_store.filters import TraceFilter
@@ -161,13 +163,13 @@ def _fail(where: str, message: str) -> NoReturn:
 def _enum(cls: type[_E], value: Any, where: str, name: str) -> _E:
     if isinstance(value, cls):
         return value
-    names = ", ".join(m.value for m in cls)
     if isinstance(value, str):
         try:
             return cls(value)
         except ValueError:
             pass
-    _fail(where, f"{name!r} is {value!r}, not one of {names}")
+    # the names only for the message: this runs for every field of every label read
+    _fail(where, f"{name!r} is {value!r}, not one of {', '.join(m.value for m in cls)}")
 
 
 def _obj(value: Any, where: str, name: str) -> Mapping[str, Any]:
@@ -619,8 +621,9 @@ def _from_row(tenant: str, row: Sequence[Any]) -> LabelRecord:
     manifest, trace_id, query_id, release, service, mode, in_pool, in_ctx, passed, score, confidence, detail = row[:12]
     where = f"labels row tenant={tenant} manifest_id={manifest} trace_id={trace_id}"
     try:
-        rec = json.loads(detail) if detail else {}
-    except json.JSONDecodeError as exc:
+        # orjson: the same values as json.loads, several times faster on the rows a compare reads
+        rec = orjson.loads(detail) if detail else {}
+    except orjson.JSONDecodeError as exc:
         _fail(where, f"the detail column is not JSON ({exc.msg}); re-run `ragtrace audit --no-resume`")
     if not isinstance(rec, dict):
         _fail(where, f"the detail column must be a JSON object, got {type(rec).__name__}; re-run "

@@ -25,7 +25,7 @@ import orjson
 
 from ragtrace_store.errors import StoreError
 from ragtrace_store.filters import TraceFilter
-from ragtrace_store.roots import rows_of, winners_sql
+from ragtrace_store.roots import rows_of, window_band, winners_sql
 
 if TYPE_CHECKING:
     from ragtrace_store.client import Store
@@ -96,7 +96,7 @@ def count_traces(store: Store, flt: TraceFilter, *, include_all: bool = False,
     among = (f"SELECT trace_id FROM {store.table('queries')} WHERE {' AND '.join(where)} "
              f"AND root_priority NOT IN (0, {SDK_ROOT_PRIORITY})")
     winners = winners_sql(store, ("service", "release", "route", "start_time", "root_priority", "kind"),
-                          ["tenant = {tenant:String}", rows_of(store, where)])
+                          ["tenant = {tenant:String}", rows_of(store, where), *window_band(flt)])
     queries, total = (int(x) for x in store.query_rows(
         f"SELECT countIf({query_condition(store, flt, among=among)}), count() FROM ({winners}) "
         f"WHERE {' AND '.join(where)}", params)[0])

@@ -21,6 +21,14 @@ Naming the traces without reading all of them:
   traces with a matching row and then reads all rows of exactly those traces (`rows_of`): by
   `TRACE_HASH`, which the ``by_hash`` projection of migration 0005 keeps sorted, so that second
   read costs what the number of traces costs, not what the table costs.
+
+For a time window the second step reads a trace's rows within `ROOT_SPREAD` of the window
+(`window_band`, through the ``by_time`` projection) rather than by hash: the hashes of a window's
+traces are spread over the whole hash range, so "all rows of these traces" would read most of the
+table, while the root rows of one trace start within one request: the SDK's span, the HTTP span
+above it, retried copies (same start). A root row more than an hour from the window is not taken as
+the same query's: a window decides its traces from the rows within the band, exactly so under
+duplicates and late spans (which keep their start time).
 """
 
 from __future__ import annotations
@@ -30,8 +38,9 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ragtrace_store.client import Store
+    from ragtrace_store.filters import TraceFilter
 
-__all__ = ["ROOT_ORDER", "TRACE_HASH", "rows_of", "winners_sql"]
+__all__ = ["ROOT_ORDER", "ROOT_SPREAD", "TRACE_HASH", "rows_of", "window_band", "winners_sql"]
 
 #: The engine's 64-bit hash of a trace id: the key of the ``by_hash`` projection (migration 0005)
 #: and the sampler's unit (`ragtrace_evaluator.audit.sampling`). XXH64 with seed 0, the standard
@@ -41,6 +50,9 @@ TRACE_HASH = "xxHash64(trace_id)"
 
 #: Which of a trace's root rows wins (the largest tuple).
 ROOT_ORDER = "(root_priority, received_at, span_id)"
+
+#: How far (in start time) from a time window a trace's root rows are still read for it (SQL interval).
+ROOT_SPREAD = "INTERVAL 1 HOUR"
 
 
 def winners_sql(store: Store, columns: Sequence[str], where: Sequence[str]) -> str:
@@ -62,3 +74,14 @@ def rows_of(store: Store, where: Sequence[str], *, tail: str = "") -> str:
     `winners_sql` over it decides each trace from all of its rows."""
     inner = f"SELECT {TRACE_HASH} FROM {store.table('queries')} WHERE {' AND '.join(where)}"
     return f"{TRACE_HASH} IN ({inner}{' ' + tail if tail else ''})"
+
+
+def window_band(flt: TraceFilter) -> list[str]:
+    """Conditions keeping the root rows within `ROOT_SPREAD` of ``flt``'s time window (none without
+    one), with ``flt.conditions()``'s parameters."""
+    band = []
+    if flt.since is not None:
+        band.append(f"start_time >= {{since:DateTime64(3, 'UTC')}} - {ROOT_SPREAD}")
+    if flt.until is not None:
+        band.append(f"start_time < {{until:DateTime64(3, 'UTC')}} + {ROOT_SPREAD}")
+    return band

@@ -24,7 +24,7 @@ from ragtrace_store.assembly import (
 from ragtrace_store.clock import as_utc
 from ragtrace_store.filters import TraceFilter
 from ragtrace_store.records import DEFAULT_TENANT, STAGE_CONTEXT, DocumentRef, TraceRecord
-from ragtrace_store.roots import TRACE_HASH, winners_sql
+from ragtrace_store.roots import winners_sql
 
 if TYPE_CHECKING:
     from ragtrace_store.client import Store
@@ -60,13 +60,16 @@ def read_traces(
     page = 500
     left = limit
     after: tuple[Any, str] | None = None if cursor is None else decode_cursor(cursor, flt, include_all=include_all)
+    read = 0
     while left is None or left > 0:
         n = page if left is None else min(page, left)
         roots = _root_page(store, flt, after, n, include_all)
         if not roots:
             return
         yield from _assemble(store, tenant, roots, with_content)
-        if len(roots) < n:
+        read += len(roots)
+        # listed ids: once as many as were listed are read, there is nothing after them to ask for
+        if len(roots) < n or (flt.trace_ids is not None and read >= len(set(flt.trace_ids))):
             return
         after = (roots[-1][6], roots[-1][0])
         if left is not None:
@@ -76,8 +79,6 @@ def read_traces(
 #: the root row's columns `_assemble` reads, after trace_id
 _ROOT_COLUMNS = ("query_id", "service", "release", "environment", "route", "start_time", "query", "answer",
                  "span_id", "root_priority", "kind")
-#: what deciding a page takes: the filters' columns and query_condition's, all in the projections of 0005
-_PAGE_COLUMNS = ("service", "release", "route", "start_time", "root_priority", "kind")
 _AFTER = ("(start_time < {after_t:DateTime64(3, 'UTC')} OR (start_time = {after_t:DateTime64(3, 'UTC')} "
           "AND trace_id > {after_id:String}))")
 
@@ -87,17 +88,22 @@ def _root_page(store: Store, flt: TraceFilter, after: tuple[Any, str] | None, n:
     """The next ``n`` roots after ``after`` (newest first, then by trace id), each trace's winning
     root row (`ragtrace_store.roots`), exactly, without FINAL.
 
-    The newest ``k`` root rows that match are the candidates; their traces' winners are decided
-    from all their rows and filtered. That is exact as soon as the n-th winner sorts no later than
-    the k-th candidate (a trace whose winner sorts before it has that row among the candidates) or
-    when fewer than ``k`` rows match at all; otherwise ``k`` grows fourfold. So a page reads about
-    its own size, through the ``by_time`` projection (migration 0005) for the candidates and the
-    ``by_hash`` one for their rows.
+    The newest ``k`` root rows that match are the candidates (through the ``by_time`` projection
+    of migration 0005); their traces' winners are decided from all their rows (by trace id, the
+    table's key) and filtered. That is exact as soon as the n-th winner sorts no later than the
+    k-th candidate (a trace whose winner sorts before it has that row among the candidates) or when
+    fewer than ``k`` rows match at all; otherwise ``k`` grows fourfold. So a page reads about its
+    own size. Listed trace ids need no candidates: a condition on the id holds for all of a trace's rows.
     """
     where, params = flt.conditions()
     if after is not None:
         where.append(_AFTER)
         params["after_t"], params["after_id"] = after
+    order = f"ORDER BY start_time DESC, trace_id LIMIT {int(n)}"
+    if flt.trace_ids is not None:
+        among = ("SELECT trace_id FROM (SELECT arrayJoin({trace_ids:Array(String)}) AS trace_id)")
+        return _winners_page(store, flt, where, params, ["trace_id IN {trace_ids:Array(String)}"], among,
+                             order, include_all)
     k = n + max(16, n // 4)
     while True:
         cands = store.query_rows(
@@ -108,34 +114,29 @@ def _root_page(store: Store, flt: TraceFilter, after: tuple[Any, str] | None, n:
         p = {**params, "cand_ids": list(dict.fromkeys(c[0] for c in cands)),
              # query_condition reads spans only for the candidates not rooted by the SDK
              "qc_ids": list({c[0] for c in cands if c[2] not in (0, SDK_ROOT_PRIORITY)})}
-        cond = list(where)
-        if not include_all:
-            cond.append(query_condition(store, flt, among="SELECT arrayJoin({qc_ids:Array(String)})"))
-        winners = winners_sql(store, _PAGE_COLUMNS, ["tenant = {tenant:String}", _by_hash("cand_ids"),
-                                                     "trace_id IN {cand_ids:Array(String)}"])
-        page = store.query_rows(f"SELECT trace_id, start_time FROM ({winners}) WHERE {' AND '.join(cond)} "
-                                f"ORDER BY start_time DESC, trace_id LIMIT {int(n)}", p)
+        page = _winners_page(store, flt, where, p, ["trace_id IN {cand_ids:Array(String)}"],
+                             "SELECT arrayJoin({qc_ids:Array(String)})", order, include_all)
         cutoff = (cands[-1][1], cands[-1][0])
-        if len(cands) < k or (len(page) == n and _not_after(page[-1][1], page[-1][0], *cutoff)):
-            break
+        if len(cands) < k or (len(page) == n and _not_after(page[-1][6], page[-1][0], *cutoff)):
+            return page
         k *= 4
-    if not page:
-        return []
-    full = winners_sql(store, _ROOT_COLUMNS, ["tenant = {tenant:String}", "trace_id IN {page_ids:Array(String)}"])
-    return store.query_rows(f"SELECT trace_id, {', '.join(_ROOT_COLUMNS)} FROM ({full}) "
-                            "ORDER BY start_time DESC, trace_id",
-                            {"tenant": flt.tenant, "page_ids": [r[0] for r in page]})
+
+
+def _winners_page(store: Store, flt: TraceFilter, where: list[str], params: dict[str, Any], traces: list[str],
+                  among: str, order: str, include_all: bool) -> list[tuple[Any, ...]]:
+    """The winning root rows of the ``traces`` (conditions on the trace id), filtered by ``where`` and
+    whether they are queries, as `_assemble` reads them."""
+    cond = list(where)
+    if not include_all:
+        cond.append(query_condition(store, flt, among=among))
+    winners = winners_sql(store, _ROOT_COLUMNS, ["tenant = {tenant:String}", *traces])
+    return store.query_rows(f"SELECT trace_id, {', '.join(_ROOT_COLUMNS)} FROM ({winners}) "
+                            f"WHERE {' AND '.join(cond)} {order}", params)
 
 
 def _not_after(t: Any, trace_id: str, cut_t: Any, cut_id: str) -> bool:
     """Whether (t, trace_id) sorts no later than the cutoff in newest-first, then id, order."""
     return bool(t > cut_t or (t == cut_t and trace_id <= cut_id))
-
-
-def _by_hash(param: str) -> str:
-    """Rows of the traces listed in ``{param:Array(String)}``, found through `TRACE_HASH` (the
-    ``by_hash`` projection), not by reading the table in trace-id order."""
-    return f"{TRACE_HASH} IN (SELECT {TRACE_HASH} FROM (SELECT arrayJoin({{{param}:Array(String)}}) AS trace_id))"
 
 
 def query_condition(store: Store, flt: TraceFilter, *, among: str | None = None) -> str:

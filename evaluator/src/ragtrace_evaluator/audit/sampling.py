@@ -12,9 +12,10 @@ property of the ids, not of the run: reruns, machines and shards agree.
   ``n``, so shards are balanced whatever the sample, and the union of shards 0..n-1 is exactly the
   unsharded sample (every shard computes the same sample and keeps its part).
 
-Strata and filters are those of each trace's winning root row (`ragtrace_store.roots`), and only
-queries are sampled (`ragtrace_store.traces.query_condition`), so the sample is what `read_traces`
-then reads.
+Strata and filters are those of each trace's winning root row (`ragtrace_store.roots`; for a time
+window, among its root rows within an hour of the window, `ragtrace_store.roots.window_band`), and
+only queries are sampled (`ragtrace_store.traces.query_condition`), so the sample is what
+`read_traces` then reads.
 
 Python receives only the chosen ids. The selection runs in rounds over slices of ``u``: per
 stratum, the rows of the traces whose ``u`` falls in the stratum's next slice are read (by hash,
@@ -46,7 +47,7 @@ from fractions import Fraction
 from typing import Any
 
 from ragtrace_store import TraceFilter
-from ragtrace_store.roots import TRACE_HASH, rows_of, winners_sql
+from ragtrace_store.roots import TRACE_HASH, rows_of, window_band, winners_sql
 from ragtrace_store.traces import SDK_ROOT_PRIORITY, query_condition
 
 _SHARD = re.compile(r"^(\d+)/(\d+)$")
@@ -249,7 +250,7 @@ def _round(store: Any, sampler: Sampler, flt: TraceFilter, plan: SamplePlan, key
     among = (f"SELECT trace_id FROM {store.table('queries')} WHERE {' AND '.join(row_where)} "
              f"AND root_priority NOT IN (0, {SDK_ROOT_PRIORITY})")
     winners = winners_sql(store, ("service", "release", "route", "start_time", "root_priority", "kind"),
-                          ["tenant = {tenant:String}", rows_of(store, row_where)])
+                          ["tenant = {tenant:String}", rows_of(store, row_where), *window_band(flt)])
     sql = (
         "SELECT k, count(), groupArrayIf((u, trace_id), in_shard) FROM ("
         f"SELECT trace_id, {unit} AS u, {key} AS k, {shard} AS in_shard, {{s_quota:Array(UInt64)}}[{idx}] AS quota, "
