@@ -4,7 +4,8 @@ With glibc's defaults, a freed body-sized block goes back to the kernel (unmappe
 off the heap top) and the next request faults every page of it in again: measured here, about
 a third of the serving thread's CPU and a sixth of the whole collector's. Keeping up to
 `TRIM_BYTES` of freed memory mapped, and serving blocks below `MMAP_BYTES` from the heap, removes
-that; the collector's memory stays bounded by its queue and body limits all the same.
+that. What is kept counts against the memory bound the collector promises, so `ragtrace serve`
+keeps at most a quarter of ``--max-inflight-bytes`` (64 MiB by default: still several bodies).
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ MMAP_BYTES = 32 * 1024 * 1024  # glibc's ceiling for this setting on 64-bit (DEF
 TRIM_BYTES = 256 * 1024 * 1024
 
 
-def keep_freed_memory() -> bool:
-    """Apply the settings on glibc (a no-op elsewhere, or when the MALLOC_* variables say otherwise).
-    Returns whether they were applied."""
+def keep_freed_memory(trim_bytes: int = TRIM_BYTES) -> bool:
+    """Apply the settings on glibc (a no-op elsewhere, or when the MALLOC_* variables say otherwise),
+    keeping up to ``trim_bytes`` freed (at most `TRIM_BYTES`). Returns whether they were applied."""
     if "MALLOC_TRIM_THRESHOLD_" in os.environ or "MALLOC_MMAP_THRESHOLD_" in os.environ:
         return False  # the operator chose
     name = ctypes.util.find_library("c")
@@ -34,7 +35,7 @@ def keep_freed_memory() -> bool:
         mallopt = libc.mallopt
     except (OSError, AttributeError, TypeError):
         return False  # not glibc (musl has no mallopt)
-    ok = bool(mallopt(_M_MMAP_THRESHOLD, MMAP_BYTES)) and bool(mallopt(_M_TRIM_THRESHOLD, TRIM_BYTES))
+    ok = bool(mallopt(_M_MMAP_THRESHOLD, MMAP_BYTES)) and bool(mallopt(_M_TRIM_THRESHOLD, min(trim_bytes, TRIM_BYTES)))
     if not ok:
         log.debug("mallopt refused the settings; keeping the allocator's defaults")
     return ok

@@ -79,7 +79,8 @@ def serve_main(argv: list[str]) -> int:
     logging.basicConfig(level=a.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from ragtrace_collector.memory import keep_freed_memory
 
-    keep_freed_memory()
+    # freed memory kept for reuse is memory held too: a quarter of the in-flight bound at most
+    keep_freed_memory(settings.max_inflight_bytes // 4)
     store = open_or_report(settings.store, migrate=True, command="serve",
                   variant="cluster" if settings.cluster else "single", cluster=settings.cluster or None)
     if store is None:
