@@ -122,3 +122,17 @@ def test_0005_on_a_store_written_by_the_previous_schema(chdb_store: Any, chdb_ht
         st.command(f"DROP DATABASE IF EXISTS {db}")
         if where == "server":
             st.close()
+
+
+def test_0005_on_a_cluster_builds_the_keys_on_every_shards_local_table() -> None:
+    """The clustered 0005: the projections and their setting on `queries_local ON CLUSTER` (where the
+    parts are), the column on the Distributed `queries` too, and nothing that needs a node of its own."""
+    (mig,) = [m for m in load_migrations("cluster") if m.version == 5]
+    heads = [s.split("\n", 1)[0] for s in mig.statements]
+    local = "ALTER TABLE {db}.queries_local ON CLUSTER '{cluster}'"
+    assert heads == [local, "ALTER TABLE {db}.queries ON CLUSTER '{cluster}'", local, local, local, local, local]
+    body = [s.split("\n", 1)[1] for s in mig.statements]
+    assert body[1].startswith("ADD COLUMN IF NOT EXISTS kind") and body[0] == body[1]
+    assert [b.split()[0:3] for b in body[2:]] == [
+        ["MODIFY", "SETTING", "deduplicate_merge_projection_mode"], ["ADD", "PROJECTION", "IF"],
+        ["ADD", "PROJECTION", "IF"], ["MATERIALIZE", "PROJECTION", "by_time"], ["MATERIALIZE", "PROJECTION", "by_hash"]]

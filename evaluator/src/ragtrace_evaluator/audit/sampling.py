@@ -189,25 +189,31 @@ def select_sample(store: Any, flt: TraceFilter, plan: SamplePlan) -> Sample:
         raise SamplingError("select_sample: sample by filters, not by a list of trace ids")
     sampler = SAMPLERS[plan.sampler]
     strata = plan.stratify if plan.sample is not None else ()
-    key = "[" + ", ".join(f"toString({c})" for c in strata) + "]" if strata else "CAST([] AS Array(String))"
+    # a stratum is the tuple of its columns' values (a constant tuple when there are none)
+    key = f"tuple({', '.join(strata)})" if strata else "tuple(toUInt8(0))"
     where, params = flt.conditions()
-    counts = store.query_rows(
-        f"SELECT {key} AS k, count() FROM {store.table('queries')} WHERE {' AND '.join(where)} GROUP BY k", params)
-    state = {tuple(k): _Stratum(rows=int(n)) for k, n in counts}
+    # grouped by the columns themselves (an array key per row costs four times as much here)
+    cols = ", ".join(strata)
+    counts = store.query_rows(f"SELECT {cols + ', ' if strata else ''}count() FROM {store.table('queries')} "
+                              f"WHERE {' AND '.join(where)}{' GROUP BY ' + cols if strata else ''}", params)
+    state = {tuple(str(v) for v in r[:-1]): _Stratum(rows=int(r[-1])) for r in counts if r[-1]}
     top = sampler.rate_top(plan.rate) if plan.rate is not None else sampler.top
     for st in state.values():
         st.hi = _slice_end(sampler, st, 0, top, plan.sample, first=True)
     rounds = 0
     while pending := [k for k, st in state.items() if not st.done]:
         rounds += 1
-        _round(store, sampler, flt, plan, key, pending, state, where, params)
+        _round(store, sampler, flt, plan, strata, key, pending, state, where, params)
         for k in pending:
             st = state[k]
             if (plan.sample is not None and st.found >= plan.sample) or st.hi >= top:
                 st.done = True
             else:
                 start = st.hi + 1 if sampler.integral else math.nextafter(st.hi, math.inf)
-                st.lo, st.hi = start, _slice_end(sampler, st, start, top, plan.sample, first=False, width=st.hi - st.lo)
+                # nothing of this stratum's rows won a trace so far (a gateway's rows under another
+                # release): the rest of its rows at once, as far as the budget allows
+                width = top if st.found == 0 else st.hi - st.lo
+                st.lo, st.hi = start, _slice_end(sampler, st, start, top, plan.sample, first=False, width=width)
     chosen = sorted(p for st in state.values() for p in st.picked)
     return Sample([t for _u, t in chosen], sum(st.rows for st in state.values()),
                   {k: st.found for k, st in state.items()}, rounds)
@@ -228,20 +234,23 @@ def _slice_end(sampler: Sampler, st: _Stratum, start: int | float, top: int | fl
     return min(max(end, start), top)
 
 
-def _round(store: Any, sampler: Sampler, flt: TraceFilter, plan: SamplePlan, key: str,
+def _round(store: Any, sampler: Sampler, flt: TraceFilter, plan: SamplePlan, strata: tuple[str, ...], key: str,
            pending: Sequence[tuple[str, ...]], state: dict[tuple[str, ...], _Stratum],
            where: list[str], params: dict[str, Any]) -> None:
     """One slice of every pending stratum: its traces' winners, filtered, the first (N - found)."""
     t, unit = sampler.unit_type, sampler.unit
-    p = {**params, "s_keys": [list(k) for k in pending], "s_lo": [state[k].lo for k in pending],
+    p = {**params, "s_keys": [k if strata else (0,) for k in pending], "s_lo": [state[k].lo for k in pending],
          "s_hi": [state[k].hi for k in pending], "s_lo_min": min(state[k].lo for k in pending),
          "s_hi_max": max(state[k].hi for k in pending),
          "s_quota": [max(0, plan.sample - state[k].found) if plan.sample is not None else 2**63 for k in pending]}
     # the stratum of a row (of the winning row, in the outer query: same column names)
-    idx = f"indexOf({{s_keys:Array(Array(String))}}, {key})"
+    idx = f"indexOf({{s_keys:Array(Tuple({', '.join(['String'] * len(strata)) or 'UInt8'}))}}, {key})"
     in_slice = f"({idx} > 0 AND {unit} >= {{s_lo:Array({t})}}[{idx}] AND {unit} <= {{s_hi:Array({t})}}[{idx}])"
     # the overall bounds let the engine read only that range of the by_hash projection
     row_where = [*where, f"{unit} >= {{s_lo_min:{t}}}", f"{unit} <= {{s_hi_max:{t}}}", in_slice]
+    for i, col in enumerate(strata):  # cheap on a LowCardinality column, so the engine filters by it first
+        p[f"s_in_{i}"] = sorted({k[i] for k in pending})
+        row_where.insert(len(where), f"{col} IN {{s_in_{i}:Array(String)}}")
     shard = "1"
     if plan.shard is not None:
         p["shard_i"], p["shard_n"] = plan.shard
@@ -249,18 +258,36 @@ def _round(store: Any, sampler: Sampler, flt: TraceFilter, plan: SamplePlan, key
     # the query-or-not check reads spans only for this slice's traces that need it
     among = (f"SELECT trace_id FROM {store.table('queries')} WHERE {' AND '.join(row_where)} "
              f"AND root_priority NOT IN (0, {SDK_ROOT_PRIORITY})")
+    # without filters or strata the slice is a condition on the trace id alone: every row of its
+    # traces is in it, so no second read of their rows
+    traces = [rows_of(store, row_where), *window_band(flt)] if strata or len(where) > 1 else row_where[1:]
     winners = winners_sql(store, ("service", "release", "route", "start_time", "root_priority", "kind"),
-                          ["tenant = {tenant:String}", rows_of(store, row_where), *window_band(flt)])
-    sql = (
-        "SELECT k, count(), groupArrayIf((u, trace_id), in_shard) FROM ("
-        f"SELECT trace_id, {unit} AS u, {key} AS k, {shard} AS in_shard, {{s_quota:Array(UInt64)}}[{idx}] AS quota, "
-        "row_number() OVER (PARTITION BY k ORDER BY u, trace_id) AS rn "
-        f"FROM ({winners}) WHERE {' AND '.join(where)} AND {query_condition(store, flt, among=among)} "
-        f"AND {in_slice}) WHERE rn <= quota GROUP BY k")
-    for k, n, picked in store.query_rows(sql, p):
-        st = state[tuple(k)]
+                          ["tenant = {tenant:String}", *traces])
+    # a rate takes every trace of its slice: no quota, no ranking
+    rank, keep = (("row_number() OVER (PARTITION BY k ORDER BY u, trace_id) AS rn", "WHERE rn <= quota")
+                  if plan.sample is not None else ("0 AS rn", ""))
+
+    def chosen(is_query: str) -> list[tuple[Any, ...]]:
+        return store.query_rows(
+            # two arrays of plain values: several times cheaper to hand over than an array of pairs
+            "SELECT k, count(), groupArrayIf(u, in_shard), groupArrayIf(trace_id, in_shard), "
+            f"countIf(root_priority NOT IN (0, {SDK_ROOT_PRIORITY})) FROM ("
+            f"SELECT trace_id, root_priority, {unit} AS u, {key} AS k, {shard} AS in_shard, "
+            f"{{s_quota:Array(UInt64)}}[{idx}] AS quota, {rank} "
+            f"FROM ({winners}) WHERE {' AND '.join(where)} AND {is_query} AND {in_slice}) {keep} GROUP BY k",
+            p)
+
+    # Winners rooted by the SDK (or written by other tools: priority 0) are queries; only another
+    # root may not be (`query_condition`, which reads spans). So choose without that check first,
+    # and only when a chosen winner has another root choose again with it (rarely: the SDK's root
+    # outranks any other of its trace).
+    rows = chosen("1")
+    if any(r[4] for r in rows):
+        rows = chosen(query_condition(store, flt, among=among))
+    for k, n, units, ids, _others in rows:
+        st = state[tuple(str(v) for v in k) if strata else ()]
         st.found += int(n)
-        st.picked.extend((u, tid) for u, tid in picked)
+        st.picked.extend(zip(units, ids, strict=True))
 
 
 def stratify_arg(text: str | None) -> tuple[str, ...]:
