@@ -268,14 +268,14 @@ def _round(store: Any, sampler: Sampler, flt: TraceFilter, plan: SamplePlan, str
                   if plan.sample is not None else ("0 AS rn", ""))
 
     def chosen(is_query: str) -> list[tuple[Any, ...]]:
-        return store.query_rows(
+        return list(store.query_rows(
             # two arrays of plain values: several times cheaper to hand over than an array of pairs
             "SELECT k, count(), groupArrayIf(u, in_shard), groupArrayIf(trace_id, in_shard), "
             f"countIf(root_priority NOT IN (0, {SDK_ROOT_PRIORITY})) FROM ("
             f"SELECT trace_id, root_priority, {unit} AS u, {key} AS k, {shard} AS in_shard, "
             f"{{s_quota:Array(UInt64)}}[{idx}] AS quota, {rank} "
             f"FROM ({winners}) WHERE {' AND '.join(where)} AND {is_query} AND {in_slice}) {keep} GROUP BY k",
-            p)
+            p))
 
     # Winners rooted by the SDK (or written by other tools: priority 0) are queries; only another
     # root may not be (`query_condition`, which reads spans). So choose without that check first,
