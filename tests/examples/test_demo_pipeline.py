@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
+from ragtrace_evaluator.compare.deciding_slice import FELL
 from ragtrace_examples.demo import DemoConfig, run_demo
 from ragtrace_examples.faults import Fault
 
@@ -38,11 +40,27 @@ def test_injected_faults_are_labelled_with_their_boundary(tmp_path: Path) -> Non
     lost = next(m for m in compare["movers"] if (m["boundary"], m["direction"]) == ("gold_in_context", "lost"))
     assert lost["n"] >= 7 and lost["candidate_mean"] < lost["baseline_mean"] - 0.4, lost
     assert compare["decomposition"]["candidate"]["p_pass_without_gold"] < 0.3, compare["decomposition"]
-    # every trace of both releases was stored and labelled
+    # every trace of both releases was stored and labelled, its gold the imported evidence spans
+    # resolved to the chunks of that release's build (the traces carry no gold ids)
+    records: dict[str, dict[str, dict[str, Any]]] = {}
     for release, path in res.labels.items():
         lines = [json.loads(line) for line in path.read_text().splitlines() if line]
         assert len(lines) == 60 and {r["release"] for r in lines} == {release}
         assert {r["score_basis"] for r in lines} == {"reference"}
+        assert {r["retrieval"]["gold_source"] for r in lines} == {"evidence"}
+        records[release] = {r["query_id"]: r for r in lines}
+    assert res.audit["gold_sources"] == {"evidence": 120}
+    # the chunker fault re-cuts its documents; with offsets it reads as the real retrieval regression
+    # it is: its queries lost their evidence and their answers fell with it
+    faults = [json.loads(line) for line in res.faults.read_text().splitlines() if line]
+    split = {f["query_id"] for f in faults if f["fault"] == Fault.CHUNK_SPLIT.value}
+    had = {q for q, r in records["v1"].items() if r["gold_in_context"]}
+    split_lost = {q for q in split & had if records["v2"][q]["failure_mode"] == "retrieval_gap"}
+    assert len(split_lost) >= 0.9 * len(split)
+    assert split_lost <= set(lost["query_ids"])
+    ds = compare["deciding_slice"]
+    assert "recall_5" in ds["tripped_gates"] and ds["verdict"] == "fell", ds["statement"]
+    assert res.deciding_slice == ds["statement"] and ds["statement"].startswith(FELL)
     # ground truth written next to the labels, and a review queue with a reviewer to work it
     assert len(res.faults.read_text().splitlines()) == sum(row["n"] for row in check["modes"])
     assert res.reviewer_token and res.review_url.endswith("/review/login")

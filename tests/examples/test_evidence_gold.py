@@ -8,7 +8,10 @@ same traces are audited under each.
   labels.
 - v3 is the demo's chunker fault (documents split at the evidence sentence, which no longer names
   its entity): with evidence spans it reads as what it is, a real retrieval regression whose
-  answers fell with the evidence.
+  answers fell with the evidence. With chunk ids every split document's queries lose their gold
+  by bookkeeping, but here the evidence really left the context too, so the same queries are lost
+  and the slice says "fell" as well: stale chunk ids read as a labels problem only when the answers
+  did not move.
 
 Real everything: the generated corpus, the instrumented pipeline and the SDK exporting over OTLP to
 `ragtrace serve` in a child process, `ragtrace labels import` and `ragtrace audit` as a user runs
@@ -142,3 +145,27 @@ def test_the_chunker_fault_is_a_real_regression_with_evidence_spans(audited: dic
     assert ds["tripped_gates"] and ds["verdict"] == "fell", ds["statement"]
     assert ds["statement"].startswith("answers fell with the evidence")
     assert len(corpus.questions) == N_DOCS
+
+
+
+def test_the_chunker_fault_reads_as_a_real_regression_with_chunk_id_labels_too(audited: dict[str, Any]) -> None:
+    """The same chunker fault under chunk-id gold. Every split document's chunk id is gone from the new
+    build, so each of its queries "loses" its gold by bookkeeping whatever retrieval found; but this
+    fault really does take the evidence out of the context (the cut leaves the evidence chunk without
+    the entity's name), so the answers fell and the slice says so under either kind of label. A drop
+    reads as stale labels only when the answers did not move (the benign re-cut above)."""
+    fault = audited["fault"]
+    split = {q for q, f in fault.plan.items() if f is Fault.CHUNK_SPLIT}
+    by_ids, by_spans = _compare(audited["chunk-ids"], "v1", "v3"), _compare(audited["spans"], "v1", "v3")
+    had_gold = {r["query_id"] for r in audited["chunk-ids"]["v1"] if r["gold_in_context"]}
+    lost_ids, lost_spans = _lost(by_ids), _lost(by_spans)
+    assert lost_ids == split & had_gold
+    assert lost_spans <= lost_ids
+    v3 = {r["query_id"]: r for r in audited["spans"]["v3"]}
+    # anything chunk ids call lost and the spans do not had its evidence chunk in the context still
+    assert all(v3[q]["gold_in_context"] for q in lost_ids - lost_spans)
+    for rep in (by_ids, by_spans):
+        gates = {g["metric"]: g for g in rep["gates"]}
+        ds = rep["deciding_slice"]
+        assert gates["recall_5"]["tripped"] is True
+        assert ds["verdict"] == "fell" and ds["statement"].startswith("answers fell with the evidence"), ds

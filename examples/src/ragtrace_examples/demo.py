@@ -2,10 +2,15 @@
 
 1. generate a corpus with ground truth and two releases: the baseline and a candidate with
    injected faults at every boundary (``faults.jsonl`` records which queries each breaks);
-2. import the golden questions' reference answers (``ragtrace labels import references.jsonl``),
-   then start ``ragtrace serve`` on the embedded store (a temporary one unless ``--store``);
+2. import the golden questions' reference answers and their evidence as character spans of the
+   source documents (``ragtrace labels import references.jsonl`` / ``corpus/evidence.jsonl``), then
+   start ``ragtrace serve`` on the embedded store (a temporary one unless ``--store``);
 3. run the example RAG service (FastAPI + ragtrace middleware) for each release on a local port
-   and send it the golden questions over HTTP; the SDK exports to the collector;
+   and send it the golden questions over HTTP; the SDK exports to the collector. Every chunk
+   reports its provenance (source document and character span) and the traces carry no gold
+   ids, so the audit resolves the evidence spans to whichever chunks each release's chunker cut
+   (the candidate's chunker fault re-cuts documents: chunk-id gold of the baseline build would
+   no longer name them);
 4. wait until the collector has stored every trace, then audit them *through the server*
    (``POST /api/audit``: the serving process owns the embedded store, so it does the reading);
 5. compare the releases from the per-trace labels, write the HTML report, check the labels
@@ -79,6 +84,8 @@ class DemoResult:
     fault_check: dict[str, Any]
     review_url: str = ""
     reviewer_token: str = ""
+    #: compare's deciding-slice statement when a gold-in-context gate tripped (else "")
+    deciding_slice: str = ""
     timings: dict[str, float] = field(default_factory=dict)
 
 
@@ -151,7 +158,8 @@ def send_traffic(corpus: Corpus, release: Release, collector_url: str, cfg: Demo
 
     ragtrace.configure(endpoint=collector_url, service=cfg.service, release=release.name,
                        environment="demo", schedule_delay_ms=200)
-    pipeline = RagPipeline(corpus, release, encoder=encoder, generator=cfg.generator)
+    # No gold ids on the traces: the imported evidence spans are the gold, re-resolved per build.
+    pipeline = RagPipeline(corpus, release, encoder=encoder, generator=cfg.generator, record_gold=False)
     url, stop = serve_in_thread(create_app(pipeline))
     sent = 0
     try:
@@ -242,11 +250,16 @@ def run_demo(cfg: DemoConfig) -> DemoResult:
     say(f"      {summary['documents']} documents ({summary['kinds']}), {summary['questions']} questions; "
         f"{cfg.candidate}: {releases[1].description}")
 
-    say(f"[2/6] reference answers (`ragtrace labels import`), then ragtrace serve on the embedded store {store}")
+    say(f"[2/6] reference answers and evidence spans (`ragtrace labels import`), then ragtrace serve on the "
+        f"embedded store {store}")
     refs_path = write_references(out / "references.jsonl", corpus)
     # Readers never change the schema: the store is created (migrated) first, as a user would.
     _ragtrace(["store", "migrate", "--store", str(store)], log)
     _ragtrace(["labels", "import", str(refs_path), "--kind", "references", "--store", str(store)], log)
+    # The gold as offsets in the source documents (written by Corpus.save), not as chunk ids: it
+    # holds for the candidate's re-cut documents too.
+    _ragtrace(["labels", "import", str(out / "corpus" / "evidence.jsonl"), "--kind", "spans", "--store", str(store)],
+              log)
     port = cfg.port or _free_port()
     collector = Collector(store, port, out / "collector.log")
     collector.start()
@@ -306,6 +319,7 @@ def run_demo(cfg: DemoConfig) -> DemoResult:
     if compare_exit not in (0, 1):
         raise DemoError(f"ragtrace compare failed with exit code {compare_exit}")
     tripped = _tripped_gates(compare_json)
+    deciding = _deciding_statement(compare_json)
     all_records = [rec for p in labels.values() for rec in read_label_lines(p)]
     fault_check = check_labels(all_records, releases, corpus)
     (out / "fault_check.json").write_text(json.dumps(fault_check, indent=2) + "\n", encoding="utf-8")
@@ -319,6 +333,7 @@ def run_demo(cfg: DemoConfig) -> DemoResult:
     return DemoResult(out=out, store=store, collector_url=collector.url, report_html=report_html,
                       compare_json=compare_json, labels=labels, faults=faults_path, audit=report,
                       compare_exit=compare_exit, tripped_gates=tripped, fault_check=fault_check,
+                      deciding_slice=deciding,
                       review_url=f"{collector.url}/review/login", reviewer_token=token, timings=timings)
 
 
@@ -332,6 +347,14 @@ def _tripped_gates(compare_json: Path) -> list[str]:
         if isinstance(g, dict) and g.get("tripped"):
             out.append(f"{g.get('metric')} ({g.get('boundary')})" if g.get("boundary") else str(g.get("metric")))
     return out
+
+
+def _deciding_statement(compare_json: Path) -> str:
+    try:
+        ds = json.loads(compare_json.read_text(encoding="utf-8")).get("deciding_slice") or {}
+    except (OSError, ValueError, AttributeError):
+        return ""
+    return str(ds.get("statement", "")) if isinstance(ds, dict) and ds.get("tripped_gates") else ""
 
 
 def print_summary(res: DemoResult, cfg: DemoConfig) -> None:
@@ -365,6 +388,12 @@ def print_summary(res: DemoResult, cfg: DemoConfig) -> None:
                   f"(ragtrace compare exit code {res.compare_exit})")
     else:
         con.print(f"No gate tripped (ragtrace compare exit code {res.compare_exit}).")
+    if res.deciding_slice:
+        con.print(f"Deciding slice: {res.deciding_slice}")
+    sources = res.audit.get("gold_sources") if isinstance(res.audit, dict) else None
+    if isinstance(sources, dict) and sources:
+        con.print("Gold from:     " + ", ".join(f"{k} {v}" for k, v in sorted(sources.items()))
+                  + "  (evidence = corpus/evidence.jsonl spans resolved to each release's chunks)")
     con.print(f"HTML report:   {res.report_html}")
     con.print(f"Labels:        {', '.join(str(p) for p in res.labels.values())}")
     con.print(f"Ground truth:  {res.faults}  (corpus in {res.out / 'corpus'})")
