@@ -89,3 +89,19 @@ def test_no_query_lost_its_gold_is_undetermined() -> None:
     ds = _compare(base, cand).to_json()["deciding_slice"]
     assert ds["verdict"] == "undetermined" and ds["tripped_gates"] == []
     assert ds["lost"]["n"] == 0 and ds["lost"]["baseline_mean"] is None  # undefined, not 0
+
+
+def test_the_statement_counts_the_lost_queries_without_a_score_too() -> None:
+    """A lost query whose answer is an abstention (score undefined) stays out of the means, and the
+    statement says how many were scored, so its count matches the movers table."""
+    base, cand = _stale_labels()
+    for r in cand[:3]:
+        r["score"] = None  # three of the 60 lost queries abstain in the candidate
+    rep = _compare(base, cand).to_json()
+    ds = rep["deciding_slice"]
+    lost = next(m for m in rep["movers"] if (m["boundary"], m["direction"]) == ("gold_in_context", "lost"))
+    assert lost["n"] == ds["lost"]["n_queries"] == 60 and ds["lost"]["n"] == 57
+    assert ds["held"]["n_queries"] == ds["held"]["n"] == 240
+    assert "the 60 queries that lost their gold in context (57 with a score in both releases): mean score" \
+        in ds["statement"]
+    assert "; the 240 whose state held" in ds["statement"]

@@ -97,15 +97,20 @@ class DecidingSlice:
     #: the gates on gold-in-context metrics that tripped (the verdict is printed when not empty)
     tripped_gates: tuple[str, ...]
     min_change: float = 0.05
+    #: every query of each group, scored or not (``n`` of a group counts those with a value on both sides)
+    n_lost: int = 0
+    n_held: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        def group(r: PairedBootstrapResult) -> dict[str, Any]:
+        def group(r: PairedBootstrapResult, n_queries: int) -> dict[str, Any]:
             body = r.to_json()
-            return {"n": int(r.n_baseline), "baseline_mean": body["baseline"], "candidate_mean": body["candidate"],
-                    "delta": body["delta"], "ci": body["ci"], "se": body["se"], "warnings": body["warnings"]}
+            return {"n": int(r.n_baseline), "n_queries": n_queries, "baseline_mean": body["baseline"],
+                    "candidate_mean": body["candidate"], "delta": body["delta"], "ci": body["ci"], "se": body["se"],
+                    "warnings": body["warnings"]}
 
         return {"boundary": BOUNDARY, "value": self.value, "tripped_gates": list(self.tripped_gates),
-                "min_change": self.min_change, "lost": group(self.lost), "held": group(self.held),
+                "min_change": self.min_change, "lost": group(self.lost, self.n_lost),
+                "held": group(self.held, self.n_held),
                 "verdict": self.verdict,
                 "statement": self.statement}
 
@@ -129,16 +134,27 @@ def deciding_slice(p: Pairing, run: BootstrapRun, gates: Sequence[GateResult], *
         x = getattr(r, side)
         return f"{x:.3f}" if np.isfinite(x) else "undefined"
 
-    numbers = (f"the {int(lost.n_baseline)} queries that lost their gold in context: mean {value} "
-               f"{mean(lost, 'baseline')} → {mean(lost, 'candidate')}")
+    lost_mask, held_mask = _groups(p)
+    n_lost, n_held = int(lost_mask.sum()), int(held_mask.sum())
+
+    def valued(n_all: int, r: PairedBootstrapResult) -> str:
+        # the queries of a group without a value on both sides (an abstention's undefined score) are
+        # left out of its means; say so, so the count matches the movers table
+        return "" if int(r.n_baseline) == n_all else f" ({int(r.n_baseline)} with a {value} in both releases)"
+
+    numbers = (f"the {n_lost} {'query that lost its' if n_lost == 1 else 'queries that lost their'} gold in "
+               f"context{valued(n_lost, lost)}: mean {value} {mean(lost, 'baseline')} → {mean(lost, 'candidate')}")
     iv = _interval(lost)
     if iv is not None:
         numbers += (f" (Δ {lost.delta:+.3f}, {lost.confidence_level:.0%} CI [{iv[0]:+.3f}, {iv[1]:+.3f}]"
                     f"{', every replicate equal' if iv[0] == iv[1] else ''})")
-    numbers += (f"; the {int(held.n_baseline)} whose state held: {mean(held, 'baseline')} → "
+    numbers += (f"; the {n_held} whose state held{valued(n_held, held)}: {mean(held, 'baseline')} → "
                 f"{mean(held, 'candidate')}")
-    if lost.n_baseline == 0:
+    if n_lost == 0:
         verdict, statement = UNDETERMINED, f"{UNDETERMINED}: no query lost its gold in context"
+    elif lost.n_baseline == 0:
+        verdict, statement = UNDETERMINED, (f"{UNDETERMINED}: none of the {n_lost} queries that lost their gold "
+                                            f"has a {value} in both releases")
     elif iv is None:
         verdict, statement = UNDETERMINED, (f"{UNDETERMINED}: too few queries lost their gold for an interval "
                                             f"({numbers})")
@@ -151,4 +167,4 @@ def deciding_slice(p: Pairing, run: BootstrapRun, gates: Sequence[GateResult], *
                                             f"below −{min_change:g} but does not show a fall of that size "
                                             f"({numbers})")
     return DecidingSlice(value=value, lost=lost, held=held, verdict=verdict, statement=statement,
-                         tripped_gates=tripped, min_change=min_change)
+                         tripped_gates=tripped, min_change=min_change, n_lost=n_lost, n_held=n_held)
