@@ -114,6 +114,9 @@ def test_report_renders_in_headless_chromium(comparison, tmp_path: Path) -> None
     assert tops[0] < tops[1] < tops[2] and mode_rows == 1 + 6  # header + 5 modes + abstained
     assert "Failure modes" in text and "retrieval_gap" in text and "rank_inversion" in text
     assert "under_use" in text and "fabrication" in text
+    # and in words, for a release review that does not know the audit's names
+    for words in ("retrieval gap: no relevant passage", "rank inversion:", "under-use:", "fabrication: claims"):
+        assert words in text, words
     assert "Surface × grounding" in text and "Surface up, grounding down" in text
     n_cell = int(heading.rsplit("(", 1)[1].rstrip(")"))
     assert target.startswith("#transition-") and shown == n_cell + 1

@@ -37,10 +37,22 @@ from ragtrace_store import FAILURE_MODES
 if TYPE_CHECKING:
     from ragtrace_evaluator.compare.comparison import Pairing
 
-__all__ = ["ABSTAINED", "Transition", "TransitionMatrix", "failure_mode_rows", "mode_levels", "mode_statistics",
-           "transitions"]
+__all__ = ["ABSTAINED", "MEANING", "Transition", "TransitionMatrix", "failure_mode_rows", "mode_levels",
+           "mode_statistics", "transitions"]
 
 ABSTAINED = "abstained"
+
+#: each row's name in words, for people reading a report (DESIGN.md's definitions, shortened)
+MEANING = {
+    "retrieval_gap": "retrieval gap: no relevant passage among the candidates",
+    "rank_inversion": "rank inversion: a relevant candidate ranked below distractors or out of the context",
+    "under_use": "under-use: the evidence was in the context, yet the answer abstains, is generic or leans "
+                 "on other passages",
+    "fabrication": "fabrication: claims that no supplied passage supports",
+    "ok": "ok: none of the above",
+    "incomplete": "incomplete: the trace lost attributes or a stage, so no mode is read off it",
+    ABSTAINED: "abstained: the answer declined (overlaps the modes)",
+}
 
 
 def mode_levels(p: Pairing) -> tuple[str, ...]:

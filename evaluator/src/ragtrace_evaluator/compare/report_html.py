@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from ragtrace_evaluator.compare.modes import MEANING
+
 if TYPE_CHECKING:
     from ragtrace_evaluator.compare.comparison import Comparison
 
@@ -298,7 +300,8 @@ def render_report(c: Comparison, *, trace_url: str | None = None, server_url: st
     changed = {(t["baseline"], t["candidate"]) for t in (report["failure_mode_transitions"] or {}).get("changed", [])}
     return template.render(r=report, plots=plots, movers=c.movers, decomp_labels=decomp_labels, fmt=fmt,
                            fmt_d=fmt_d, fmt_ci=fmt_ci, pct=pct, cls=cls, mode_cls=mode_cls, link=link, show=show,
-                           rows=rows, cell_id=cell_id, changed=changed, zip_ids=zip_ids, zip_surface=zip_surface)
+                           rows=rows, cell_id=cell_id, changed=changed, zip_ids=zip_ids, zip_surface=zip_surface,
+                           meaning=MEANING)
 
 
 def write_report(c: Comparison, path: str | Path, *, trace_url: str | None = None,
