@@ -105,3 +105,27 @@ def test_the_statement_counts_the_lost_queries_without_a_score_too() -> None:
     assert "the 60 queries that lost their gold in context (57 with a score in both releases): mean score" \
         in ds["statement"]
     assert "; the 240 whose state held" in ds["statement"]
+
+
+def test_stale_labels_still_name_the_lost_queries_that_really_fell(tmp_path: Path) -> None:
+    """A chunker that renames the whole index and breaks two documents: under chunk-id gold 120 queries
+    "lose" it and the verdict blames the labels, but the two whose answers now fail are named all the
+    same, in the statement, the JSON and the HTML (linked to their traces)."""
+    base, cand = _stale_labels(n=300, n_lost=120, seed=4)
+    broken = ("k007", "k100")
+    for r in cand:
+        if r["query_id"] in broken:
+            r["score"], r["pass"] = 0.0, False
+    c = _compare(base, cand)
+    ds = c.to_json()["deciding_slice"]
+    assert ds["verdict"] == "labels" and ds["statement"].startswith(LABELS)
+    assert ds["lost"]["n"] == 120 and ds["lost"]["ci"]["percentile"][0] > -0.05
+    assert sorted(ds["fell_anyway"]["query_ids"]) == sorted(broken)
+    assert ds["fell_anyway"]["candidate_trace_ids"] == [f"b-{q}" for q in ds["fell_anyway"]["query_ids"]]
+    assert "yet 2 of them passed in the baseline and fail now: k007, k100" in ds["statement"]
+    html = render_report(c, server_url="http://rt.example:4318")
+    fell = html[html.index('id="deciding-fell-anyway"'):]
+    assert all(f'href="http://rt.example:4318/traces/b-{q}"' in fell for q in broken)
+    # where the answers did fall, nothing extra is said; where nothing fell, nothing is named
+    assert "passed in the baseline" not in _compare(*story_records()).to_json()["deciding_slice"]["statement"]
+    assert _compare(*_stale_labels()).to_json()["deciding_slice"]["fell_anyway"]["n"] == 0

@@ -19,6 +19,13 @@ in the candidate (``lost``), beside those whose state held (``held``):
   - ``undetermined`` otherwise (a wide interval), when no query lost its gold, or too few did
     for an interval.
 
+  Under a verdict other than ``fell``, the lost queries that passed in the baseline and fail in
+  the candidate are named all the same (``fell_anyway``; largest score fall first): a chunker that
+  renames the whole index and really breaks two documents reads "labels" under chunk-id gold, and
+  those two are the regression the stale labels hide (evidence-span gold shows them as the only
+  losses). Pass → fail rather than a score change of ``min_change``: one query's score moves by
+  that much on noise alone.
+
   Significance alone would call a fall of 0.006 "fell" on a large enough slice; the floor keeps
   the verdict about answers that moved. The percentile interval decides rather than BCa: the
   slice is often a handful of queries with scores of 0 or 1, where BCa's jackknife acceleration
@@ -100,6 +107,8 @@ class DecidingSlice:
     #: every query of each group, scored or not (``n`` of a group counts those with a value on both sides)
     n_lost: int = 0
     n_held: int = 0
+    #: lost queries that passed in the baseline and fail in the candidate (largest fall first), with their traces
+    fell_anyway: tuple[tuple[str, str, str], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         def group(r: PairedBootstrapResult, n_queries: int) -> dict[str, Any]:
@@ -111,6 +120,9 @@ class DecidingSlice:
         return {"boundary": BOUNDARY, "value": self.value, "tripped_gates": list(self.tripped_gates),
                 "min_change": self.min_change, "lost": group(self.lost, self.n_lost),
                 "held": group(self.held, self.n_held),
+                "fell_anyway": {"n": len(self.fell_anyway), "query_ids": [q for q, _, _ in self.fell_anyway],
+                                "baseline_trace_ids": [a for _, a, _ in self.fell_anyway],
+                                "candidate_trace_ids": [b for _, _, b in self.fell_anyway]},
                 "verdict": self.verdict,
                 "statement": self.statement}
 
@@ -136,6 +148,11 @@ def deciding_slice(p: Pairing, run: BootstrapRun, gates: Sequence[GateResult], *
 
     lost_mask, held_mask = _groups(p)
     n_lost, n_held = int(lost_mask.sum()), int(held_mask.sum())
+    va, vb = _values(p.baseline, value == "score"), _values(p.candidate, value == "score")
+    change = np.where(np.isfinite(vb - va), vb - va, 0.0)  # only orders them: no value, no known fall
+    fallen = [int(i) for i in np.flatnonzero(lost_mask) if p.baseline[i].passed and not p.candidate[i].passed]
+    fallen.sort(key=lambda i: (float(change[i]), p.baseline[i].query_id))
+    fell_anyway = tuple((p.baseline[i].query_id, p.baseline[i].trace_id, p.candidate[i].trace_id) for i in fallen)
 
     def valued(n_all: int, r: PairedBootstrapResult) -> str:
         # the queries of a group without a value on both sides (an abstention's undefined score) are
@@ -166,5 +183,10 @@ def deciding_slice(p: Pairing, run: BootstrapRun, gates: Sequence[GateResult], *
         verdict, statement = UNDETERMINED, (f"{UNDETERMINED}: the interval of the lost queries' change reaches "
                                             f"below −{min_change:g} but does not show a fall of that size "
                                             f"({numbers})")
+    if fell_anyway and verdict != "fell":
+        shown = ", ".join(q for q, _, _ in fell_anyway[:5]) + (" …" if len(fell_anyway) > 5 else "")
+        statement += (f"; yet {len(fell_anyway)} of them passed in the baseline and "
+                      f"{'fails' if len(fell_anyway) == 1 else 'fail'} now: {shown}")
     return DecidingSlice(value=value, lost=lost, held=held, verdict=verdict, statement=statement,
-                         tripped_gates=tripped, min_change=min_change, n_lost=n_lost, n_held=n_held)
+                         tripped_gates=tripped, min_change=min_change, n_lost=n_lost, n_held=n_held,
+                         fell_anyway=fell_anyway)
