@@ -243,11 +243,17 @@ def _round(store: Any, sampler: Sampler, flt: TraceFilter, plan: SamplePlan, str
          "s_hi": [state[k].hi for k in pending], "s_lo_min": min(state[k].lo for k in pending),
          "s_hi_max": max(state[k].hi for k in pending),
          "s_quota": [max(0, plan.sample - state[k].found) if plan.sample is not None else 2**63 for k in pending]}
-    # the stratum of a row (of the winning row, in the outer query: same column names)
-    idx = f"indexOf({{s_keys:Array(Tuple({', '.join(['String'] * len(strata)) or 'UInt8'}))}}, {key})"
-    in_slice = f"({idx} > 0 AND {unit} >= {{s_lo:Array({t})}}[{idx}] AND {unit} <= {{s_hi:Array({t})}}[{idx}])"
     # the overall bounds let the engine read only that range of the by_hash projection
-    row_where = [*where, f"{unit} >= {{s_lo_min:{t}}}", f"{unit} <= {{s_hi_max:{t}}}", in_slice]
+    bounds = [f"{unit} >= {{s_lo_min:{t}}}", f"{unit} <= {{s_hi_max:{t}}}"]
+    if strata:
+        # the stratum of a row (of the winning row, in the outer query: same column names)
+        idx = f"indexOf({{s_keys:Array(Tuple({', '.join(['String'] * len(strata))}))}}, {key})"
+        in_slice = f"({idx} > 0 AND {unit} >= {{s_lo:Array({t})}}[{idx}] AND {unit} <= {{s_hi:Array({t})}}[{idx}])"
+        row_where = [*where, *bounds, in_slice]
+    else:
+        # one stratum: its slice is the overall bounds (an array lookup per row cost a third more)
+        idx, in_slice = "1", f"({' AND '.join(bounds)})"
+        row_where = [*where, *bounds]
     for i, col in enumerate(strata):  # cheap on a LowCardinality column, so the engine filters by it first
         p[f"s_in_{i}"] = sorted({k[i] for k in pending})
         row_where.insert(len(where), f"{col} IN {{s_in_{i}:Array(String)}}")
@@ -261,8 +267,14 @@ def _round(store: Any, sampler: Sampler, flt: TraceFilter, plan: SamplePlan, str
     # without filters or strata the slice is a condition on the trace id alone: every row of its
     # traces is in it, so no second read of their rows
     traces = [rows_of(store, row_where), *window_band(flt)] if strata or len(where) > 1 else row_where[1:]
-    winners = winners_sql(store, ("service", "release", "route", "start_time", "root_priority", "kind"),
-                          ["tenant = {tenant:String}", *traces])
+    # only the winning row's columns this round reads (its filters', its strata's, the query-or-not
+    # check's): each column more is read for every row of the slice
+    used = {c for c, v in (("service", flt.service), ("release", flt.release), ("route", flt.route)) if v is not None}
+    if flt.since is not None or flt.until is not None:
+        used.add("start_time")
+    columns = (*(c for c in ("service", "release", "route", "start_time") if c in used or c in strata),
+               "root_priority", "kind")
+    winners = winners_sql(store, columns, ["tenant = {tenant:String}", *traces])
     # a rate takes every trace of its slice: no quota, no ranking
     rank, keep = (("row_number() OVER (PARTITION BY k ORDER BY u, trace_id) AS rn", "WHERE rn <= quota")
                   if plan.sample is not None else ("0 AS rn", ""))
