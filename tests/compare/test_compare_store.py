@@ -130,3 +130,45 @@ def test_audit_then_compare_end_to_end(chdb_store: Any) -> None:
     assert set(lost.candidate_trace_ids) == {"c-ok", "c-ok-2"}
     rep = c.to_json()
     assert rep["decomposition"]["delta"]["recall"] < 0
+
+
+def test_the_store_read_is_what_the_validated_records_say(chdb_store: Any) -> None:
+    """load_release takes from each row only what a comparison uses (columns, and parts of detail the
+    engine extracts); it is the same TraceLabel as validating the whole stored record, for complete,
+    abstained, incomplete and generation-less records and a re-labelled trace (newest version)."""
+    from ragtrace_evaluator.compare.records import TraceLabel
+    from ragtrace_store import LabelRecord, read_labels
+
+    tenant = f"compare-lean-{uuid.uuid4().hex[:8]}"
+    base, _cand = story_records()
+    odd = [{**base[0], "query_id": "q-nogen", "generation": None},
+           {**base[1], "query_id": "q-marked", "incomplete": True},
+           LabelRecord.incomplete(trace_id="x", query_id="q-inc", release="v1", service="qa", manifest_id="m",
+                                  reasons=["missing_stage: no retriever span"]).to_json()]
+    _insert(chdb_store, tenant, [*base, *odd], release="v1", manifest="m-lean")
+    _insert(chdb_store, tenant, [{**base[2], "pass": not base[2]["pass"], "score": 0.125}], release="v1",
+            manifest="m-lean")  # a newer version of one trace's label
+    (got,) = load_release(chdb_store, "v1", tenant=tenant)
+    want = [TraceLabel.from_record(r) for r in read_labels(chdb_store, tenant=tenant, release="v1")]
+    assert list(got.labels) == want and len(want) == len(base) + 3
+    assert {lab.verdict for lab in got.labels} >= {"abstained", None}
+    assert any(lab.refusal_justified is not None for lab in got.labels)
+    assert [lab.failure_mode for lab in got.labels if lab.query_id in ("q-marked", "q-inc")] == ["incomplete"] * 2
+    assert next(lab for lab in got.labels if lab.query_id == base[2]["query_id"]).score == 0.125
+
+
+def test_a_stored_label_that_is_not_a_record_is_refused(chdb_store: Any) -> None:
+    from ragtrace_evaluator.compare.records import CompareError
+
+    tenant = f"compare-bad-{uuid.uuid4().hex[:8]}"
+    base, _cand = story_records()
+    _insert(chdb_store, tenant, base[:3], release="v1", manifest="m-bad")
+    row = list(label_row({**base[3], "release": "v1", "manifest_id": "m-bad", "trace_id": "v1-broken"},
+                         tenant=tenant, trace_time=datetime(2026, 11, 1, tzinfo=UTC)))
+    row[14] = '{"metrics": {"recall_5": "high"'  # the detail column, cut short
+    chdb_store.insert("labels", [tuple(row)], ["tenant", "manifest_id", "trace_id", "query_id", "service", "release",
+                                               "failure_mode", "gold_in_pool", "gold_in_context", "ranking_ok",
+                                               "generation", "passed", "score", "confidence", "detail", "trace_time",
+                                               "labelled_at"])
+    with pytest.raises(CompareError, match="trace_id=v1-broken: the detail column is not JSON; re-run"):
+        load_release(chdb_store, "v1", tenant=tenant)

@@ -71,6 +71,7 @@ __all__ = [
     "RetrievalRecord",
     "ScoreBasis",
     "label_row",
+    "read_label_columns",
     "read_label_lines",
     "read_labels",
     "write_label_lines",
@@ -590,31 +591,46 @@ def read_labels(store: Store, *, tenant: str, manifest_id: str | None = None, re
     id. The columns are authoritative for the keys they carry; ``detail`` holds the rest of the
     record. ``trace_ids`` are read in chunks, so any number may be given.
     """
+    rows = read_label_columns(store, _RECORD_COLUMNS, tenant=tenant, manifest_id=manifest_id, release=release,
+                              service=service, trace_ids=trace_ids)
+    return [_from_row(tenant, row) for row in rows]
+
+
+#: the columns `read_labels` builds a record from
+_RECORD_COLUMNS = ("manifest_id", "trace_id", "query_id", "release", "service", "failure_mode", "gold_in_pool",
+                   "gold_in_context", "passed", "score", "confidence", "detail")
+
+
+def read_label_columns(store: Store, columns: Sequence[str], *, tenant: str, manifest_id: str | None = None,
+                       release: str | None = None, service: str | None = None,
+                       trace_ids: Sequence[str] | None = None) -> list[tuple[Any, ...]]:
+    """`read_labels`' rows (the newest version of each, the same filters and order) as ``columns``:
+    SQL expressions over the table's columns, written by the caller's code (never input), e.g.
+    ``JSONExtractRaw(detail, 'metrics')`` for a reader that needs one part of the record, not all of
+    it validated into a `LabelRecord`."""
     where, params = TraceFilter(tenant=tenant, release=release, service=service).conditions()
     if manifest_id is not None:
         where.append("manifest_id = {manifest_id:String}")
         params["manifest_id"] = manifest_id
+    table = store.table("labels")
+
     def sql(conds: list[str]) -> str:
         cond = " AND ".join(conds)
         # the newest version of each (manifest, trace) among the rows of the keys that match (by the
         # table's key, so only those rows are read; no FINAL), and the filters on that version
-        cols = ("manifest_id, trace_id, query_id, release, service, failure_mode, gold_in_pool, gold_in_context, "
-                "passed, score, confidence, detail")
-        return (f"SELECT {cols}, max(labelled_at) OVER (PARTITION BY manifest_id) AS newest FROM ("
-                f"SELECT tenant, {cols}, trace_time, labelled_at FROM {store.table('labels')} "
-                "WHERE tenant = {tenant:String} AND (manifest_id, trace_id) IN (SELECT manifest_id, trace_id FROM "
-                f"{store.table('labels')} WHERE {cond}) ORDER BY labelled_at DESC LIMIT 1 BY manifest_id, trace_id) "
-                f"WHERE {cond} ORDER BY newest DESC, manifest_id, trace_time, trace_id")
+        return (f"SELECT {', '.join(columns)} FROM (SELECT *, max(labelled_at) OVER (PARTITION BY manifest_id) "
+                f"AS newest FROM (SELECT * FROM {table} WHERE tenant = {{tenant:String}} AND (manifest_id, trace_id) "
+                f"IN (SELECT manifest_id, trace_id FROM {table} WHERE {cond}) ORDER BY labelled_at DESC LIMIT 1 BY "
+                f"manifest_id, trace_id) WHERE {cond}) ORDER BY newest DESC, manifest_id, trace_time, trace_id")
 
     if trace_ids is None:
-        rows = store.query_rows(sql(where), params)
-    else:
-        ids = list(trace_ids)
-        rows = []
-        for i in range(0, len(ids), _READ_CHUNK):
-            rows += store.query_rows(sql([*where, "trace_id IN {ids:Array(String)}"]),
-                                     {**params, "ids": ids[i : i + _READ_CHUNK]})
-    return [_from_row(tenant, row) for row in rows]
+        return store.query_rows(sql(where), params)
+    ids = list(trace_ids)
+    rows: list[tuple[Any, ...]] = []
+    for i in range(0, len(ids), _READ_CHUNK):
+        rows += store.query_rows(sql([*where, "trace_id IN {ids:Array(String)}"]),
+                                 {**params, "ids": ids[i : i + _READ_CHUNK]})
+    return rows
 
 
 def _from_row(tenant: str, row: Sequence[Any]) -> LabelRecord:

@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragtrace_store import GENERATION_VERDICTS, LabelError, LabelRecord, read_labels
+import orjson
+
+from ragtrace_store import GENERATION_VERDICTS, OUTCOMES, LabelError, LabelRecord, read_label_columns
 
 __all__ = [
     "INCOMPLETE",
@@ -251,18 +253,58 @@ def check_manifests(baseline: LabelSet, candidate: LabelSet, *, force: bool = Fa
     return [f"comparing labels of different manifests because --force was given: {detail}"]
 
 
+#: what a comparison reads of a stored label (`read_label_columns`): the table's columns, and of the
+#: record in ``detail`` only the parts it uses, extracted by the engine. Validating every record whole
+#: (`LabelRecord.from_json`) cost four times the rows' own read: the rows were validated when written.
+_STORE_COLUMNS = ("manifest_id", "trace_id", "query_id", "release", "service", "failure_mode", "gold_in_pool",
+                  "gold_in_context", "ranking_ok", "generation", "passed", "score",
+                  "JSONExtractRaw(detail, 'generation', 'refusal_justified')", "JSONExtractRaw(detail, 'metrics')",
+                  "JSONExtractRaw(detail, 'incomplete')", "detail = '' OR isValidJSON(detail)")
+_OUTCOMES = frozenset(OUTCOMES)
+_VERDICTS = frozenset(GENERATION_VERDICTS)
+
+
 def load_release(store: Any, release: str, *, tenant: str = "default", service: str | None = None,
                  manifest_id: str | None = None) -> list[LabelSet]:
     """The labels of one release in the store, one `LabelSet` per manifest found (newest first).
 
-    Reads the ``labels`` table through `ragtrace_store.read_labels`. The caller chooses the
-    manifest (see `ragtrace_cli.commands.compare`); an empty list means nothing is labelled.
+    Reads the ``labels`` table through `ragtrace_store.read_label_columns` (what
+    `TraceLabel.from_record` takes from each record, the newest version of each row). The caller
+    chooses the manifest (see `ragtrace_cli.commands.compare`); an empty list means nothing is labelled.
     """
     try:
-        records = read_labels(store, tenant=tenant, release=release, service=service, manifest_id=manifest_id)
+        rows = read_label_columns(store, _STORE_COLUMNS, tenant=tenant, release=release, service=service,
+                                  manifest_id=manifest_id)
     except LabelError as exc:
         raise CompareError(str(exc)) from exc
     grouped: dict[str, list[TraceLabel]] = {}  # newest manifest first, as read_labels orders them
-    for rec in records:
-        grouped.setdefault(rec.manifest_id, []).append(TraceLabel.from_record(rec))
+    for row in rows:
+        lab = _stored_label(tenant, row)
+        grouped.setdefault(lab.manifest_id, []).append(lab)
     return [label_set(release, "store", labs) for labs in grouped.values()]
+
+
+def _stored_label(tenant: str, row: tuple[Any, ...]) -> TraceLabel:
+    """One row of `_STORE_COLUMNS` as `TraceLabel.from_record` reads the stored record."""
+    (manifest, trace_id, query_id, rel, service, mode, in_pool, in_ctx, ranking_ok, verdict, passed, score,
+     refusal, metrics_json, incomplete, valid) = row
+    where = f"labels row tenant={tenant} manifest_id={manifest} trace_id={trace_id}"
+    if not valid:
+        raise CompareError(f"{where}: the detail column is not JSON; re-run `ragtrace audit --no-resume`")
+    if mode not in _OUTCOMES or (verdict and verdict not in _VERDICTS):
+        raise CompareError(f"{where}: failure_mode {mode!r} / generation {verdict!r} is not a label of the "
+                           "contract; re-run `ragtrace audit --no-resume`")
+    try:
+        raw_metrics = orjson.loads(metrics_json) if metrics_json else {}
+        justified = orjson.loads(refusal) if refusal else None
+    except orjson.JSONDecodeError:  # the engine extracted these from valid JSON: not expected
+        raise CompareError(f"{where}: unreadable metrics in detail; re-run `ragtrace audit --no-resume`") from None
+    if not isinstance(raw_metrics, dict) or not isinstance(justified, bool | None):
+        raise CompareError(f"{where}: 'metrics' must be an object and 'generation.refusal_justified' true, false "
+                           "or null; re-run `ragtrace audit --no-resume`")
+    metrics = {str(k): _float(v, f"metrics.{k}", where) for k, v in raw_metrics.items()}
+    return TraceLabel(query_id=str(query_id), passed=bool(passed), gold_in_context=in_ctx, trace_id=str(trace_id),
+                      release=str(rel), service=str(service), manifest_id=str(manifest), gold_in_pool=in_pool,
+                      ranking_ok=ranking_ok, verdict=str(verdict) or None, refusal_justified=justified,
+                      score=None if score is None else float(score), metrics=metrics,
+                      failure_mode=INCOMPLETE if incomplete == "true" else str(mode))
