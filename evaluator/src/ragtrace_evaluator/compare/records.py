@@ -302,7 +302,9 @@ def _stored_label(tenant: str, row: tuple[Any, ...]) -> TraceLabel:
     if not isinstance(raw_metrics, dict) or not isinstance(justified, bool | None):
         raise CompareError(f"{where}: 'metrics' must be an object and 'generation.refusal_justified' true, false "
                            "or null; re-run `ragtrace audit --no-resume`")
-    metrics = {str(k): _float(v, f"metrics.{k}", where) for k, v in raw_metrics.items()}
+    # JSON numbers are finite: a float, an int or null (most values) needs no check
+    metrics = {str(k): v if v is None or type(v) is float else float(v) if type(v) is int
+               else _float(v, f"metrics.{k}", where) for k, v in raw_metrics.items()}
     return TraceLabel(query_id=str(query_id), passed=bool(passed), gold_in_context=in_ctx, trace_id=str(trace_id),
                       release=str(rel), service=str(service), manifest_id=str(manifest), gold_in_pool=in_pool,
                       ranking_ok=ranking_ok, verdict=str(verdict) or None, refusal_justified=justified,
