@@ -146,21 +146,31 @@ def test_benchmark_plumbing_on_twenty_questions(tmp_path: Path) -> None:
     assert report2["cost"] == report["cost"]
 
 
+#: "The director of the romantic comedy 'Big Stone Gap' is based in what New York city?" - one
+#: supporting paragraph (Adriana Trigiani's) states the answer; the other (the film's) names the
+#: director but not the city. Many HotpotQA bridge questions cannot be answered from any single
+#: paragraph by SmolLM2-135M (both hops score F1 0), so this question is chosen as one whose answer
+#: sits in one paragraph with the question's own wording ("based in").
+BIG_STONE_GAP = "5a8e3ea95542995a26add48d"
+
+
 @pytest.mark.shared_data
 @pytest.mark.skipif(not os.environ.get("RAGTRACE_SLOW_TESTS"),
                     reason="loads SmolLM2 (~20 s, ~1 GB); set RAGTRACE_SLOW_TESTS=1 to run")
-def test_erag_smollm2_scores_the_answering_paragraph_above_one_without_the_answer() -> None:
+@pytest.mark.usefixtures("one_torch_thread")
+def test_erag_smollm2_scores_the_answering_paragraph_above_those_without_the_answer() -> None:
     if not DATA.is_file():
         pytest.skip(f"HotpotQA not present at {DATA}")
-    chunks, questions = rc.load(DATA, 20)
+    chunks, questions = rc.load(DATA, None)
+    q = next(q for q in questions if q["id"] == BIG_STONE_GAP)
     by_id = {c.id: c for c in chunks}
-    # A question whose answer is written in one supporting paragraph, and a distractor without it.
-    q = next(q for q in questions
-             if q["answers"][0].lower() not in {"yes", "no"}
-             and any(q["answers"][0] in by_id[g].text for g in q["gold"]))
-    gold = next(by_id[g] for g in q["gold"] if q["answers"][0] in by_id[g].text)
-    other = next(c for c in chunks if q["answers"][0].lower() not in c.text.lower() and c.title != gold.title)
-    labeller = ERAGRelevance(CausalLMReader("smollm2", max_new_tokens=24))
-    f1 = labeller.relevance(q["question"], [Passage(gold.id, gold.text), Passage(other.id, other.text)],
-                            reference=q["answers"][0])
-    assert f1[0] > f1[1], (q["question"], q["answers"], labeller.last_answers)
+    answer = q["answers"][0]
+    with_answer = [by_id[g] for g in q["gold"] if "Greenwich Village" in by_id[g].text]
+    bridge = [by_id[g] for g in q["gold"] if "Greenwich Village" not in by_id[g].text]
+    distractor = next(c for c in chunks if c.title == "Nola (film)")  # same genre, New York, no answer
+    assert len(with_answer) == 1 and len(bridge) == 1 and "Greenwich" not in distractor.text
+    labeller = ERAGRelevance(CausalLMReader("smollm2"))
+    f1 = labeller.relevance(q["question"], [Passage(c.id, c.text) for c in (*with_answer, *bridge, distractor)],
+                            reference=answer)
+    assert f1[0] >= labeller.threshold > max(f1[1], f1[2]), labeller.last_answers
+    assert rc.has_answer(labeller.last_answers[0], q["answers"]) == 1.0
