@@ -99,3 +99,34 @@ def test_erag_with_smollm2() -> None:
     scores = labeller.relevance("What government position did Shirley Temple hold?", PASSAGES[:3],
                                 reference="Chief of Protocol")
     assert scores[0] > scores[2], labeller.last_answers
+
+
+def test_a_look_alike_about_a_sibling_entity_is_not_relevant(embedder) -> None:  # type: ignore[no-untyped-def]
+    # The demo corpus's entity families: siblings share a name root and the sentence templates and
+    # state other values. Topic alone (relevance-lexemb-1) calls the sibling relevant; the query's
+    # name must be matched whole.
+    from ragtrace_examples.corpus import generate_corpus
+
+    corpus = generate_corpus(60, seed=3)
+    q = next(q for q in corpus.questions if q.question == "Who heads Fiamae Textiles?")
+    passages = [Passage(d, corpus.document(d).text) for d in (q.doc_id, *q.hard_distractors)]
+    assert [corpus.document(d).title.split()[0] for d in q.hard_distractors] == ["Fiamae", "Fiamae"]
+    names = LexicalEmbeddingRelevance(embedder=embedder)
+    scores = names.relevance(q.question, passages)
+    assert scores[0] >= RELEVANCE_THRESHOLD > max(scores[1:])
+    topic_only = LexicalEmbeddingRelevance(embedder=embedder, match_names=False).relevance(q.question, passages)
+    assert min(topic_only[1:]) >= RELEVANCE_THRESHOLD  # what the topic-only formula did
+    assert names.manifest()["formula_version"] == "relevance-lexemb-2"
+
+
+def test_the_query_names_and_numbers_are_matched_whole() -> None:
+    from ragtrace_evaluator.labellers.lexical import features, name_phrases
+    from ragtrace_evaluator.labellers.relevance import specificity
+
+    assert name_phrases("Who heads Fiamae Textiles?") == (("fiamae", "textiles"),)
+    sibling = features("Fiamae Ceramics is a ceramics producer. It is run by Ines Varga.")
+    assert specificity("Who heads Fiamae Textiles?", sibling) == 0.0  # half a name is no match
+    assert specificity("Who heads Fiamae Textiles?", features("Fiamae Textiles is a textile mill.")) == 1.0
+    # a number in the query must be stated too; a query naming nothing has no specificity
+    assert specificity("Which firm was founded in 1923?", features("The firm was founded in 1960.")) == 0.0
+    assert specificity("which firm makes glass?", features("The firm makes glass.")) is None

@@ -81,7 +81,7 @@ _NUMERIC = re.compile(r"(\d+(?:,\d{3})*(?:\.\d+)?)(%?)")
 _ABBREVIATIONS = _wordlist(
     """
     mr mrs ms mx dr prof sr jr st mt ft vs etc inc ltd co corp llc plc dept est gen gov sen rep col lt sgt
-    capt cpl adm hon rev fr no nos vol vols fig figs approx ca cf ed eds pp
+    capt cpl adm hon rev fr no nos vol vols fig figs approx ca cf pp
     """
 )
 
@@ -463,3 +463,42 @@ def entity_conflict(claim: TextFeatures, aligned: TextFeatures) -> bool:
     claim_missing = any(stem(e) not in aligned_words and e not in aligned_words for e in claim.entities)
     aligned_extra = any(stem(e) not in claim_words and e not in claim_words for e in aligned.entities)
     return claim_missing and aligned_extra
+
+
+@lru_cache(maxsize=50_000)
+def name_phrases(text: str) -> tuple[tuple[str, ...], ...]:
+    """The likely names of ``text`` as phrases: runs of adjacent name words, lower-cased
+    ("What does Loutrem Dynamics make?" -> (("loutrem", "dynamics"),)). Same name rule as
+    :func:`features` (a sentence's first word only before another capitalised word; no titles)."""
+    masked, _ = _mask_dates(text)
+    tokens: list[str] = []
+    for tok in _TOKEN_OR_BREAK.findall(masked):
+        if tok.startswith("\x00") or not (tok[0].isalnum() or tok[0] in ".!?\n"):
+            tokens.append("")
+        elif tok[0] in ".!?\n":
+            prev = tokens[-1].lower() if tokens else ""
+            tokens.append("" if prev in _ABBREVIATIONS or len(prev) == 1 else ".")
+        else:
+            tokens.append(tok)
+    if not any(c.islower() for c in text):
+        return ()
+    phrases: list[tuple[str, ...]] = []
+    run: list[str] = []
+    sentence_start = True
+    for i, tok in enumerate(tokens):
+        if tok in ("", "."):
+            sentence_start = sentence_start or tok == "."
+            if run:
+                phrases.append(tuple(run))
+                run = []
+            continue
+        initial, sentence_start = sentence_start, False
+        low = tok.lower().replace("’", "'")
+        if tok[0].isupper() and len(tok) > 1 and low not in STOPWORDS and _is_name(low, i, initial, tokens):
+            run.append(low)
+        elif run:
+            phrases.append(tuple(run))
+            run = []
+    if run:
+        phrases.append(tuple(run))
+    return tuple(dict.fromkeys(phrases))
