@@ -2,8 +2,7 @@
 
     .venv/bin/python benchmarks/grounding_accuracy.py [--labeller offline] [--dev ../shared/data/grounding-dev]
         [--train ../shared/data/grounding-train] [--cache-dir build/grounding-cache] [--json out.json]
-        [--bootstrap 1000] [--limit N] [--no-folds] [--relevance] [--speed] [--all]
-    .venv/bin/python benchmarks/grounding_accuracy.py --calibrate   # offline-6's synthetic HotpotQA fit
+        [--bootstrap 1000] [--limit N] [--no-folds] [--relevance] [--speed] [--all] [--write-measured]
 
 What is measured (positives = supported, the class the scores rank high):
 
@@ -45,6 +44,7 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+ARTEFACT_DIR = ROOT / "evaluator" / "src" / "ragtrace_evaluator" / "labellers" / "models"
 if str(ROOT) not in sys.path:  # run as a script: `benchmarks` is importable from the repository root
     sys.path.insert(0, str(ROOT))
 
@@ -205,31 +205,48 @@ def print_table(title: str, results: list[dict[str, Any]], ours: str) -> None:
 
 def relevance_accuracy(path: Path, embedder: SentenceEmbedder, n_boot: int,
                        limit: int | None) -> dict[str, Any]:
-    """AUROC and P/R at the documented threshold of the offline relevance labeller, paragraph level:
-    HotpotQA's 2 supporting paragraphs per question vs its 8 retrieved distractors, with the query
-    alone and with the reference answer; and the precision of each question's top-ranked paragraph."""
+    """The offline relevance labeller, beside its topic-only formula (relevance-lexemb-1), on
+    (a) HotpotQA dev500: each question's 2 supporting paragraphs vs its 8 retrieved hard distractors,
+    with the query alone and with the reference answer; (b) the demo corpus's entity families
+    (`ragtrace_examples.corpus`, 300 documents, seed 0): each golden question's answering document vs
+    its siblings (same name root and template, other values), query alone. AUROC, balanced accuracy at
+    the threshold, the share of look-alikes marked relevant, and the precision of the top-ranked."""
     from ragtrace_evaluator.labellers.relevance import LexicalEmbeddingRelevance
+    from ragtrace_examples.corpus import generate_corpus
 
-    labeller = LexicalEmbeddingRelevance(embedder=embedder)
+    labellers = {"relevance-lexemb-2 (names and numbers matched)": LexicalEmbeddingRelevance(embedder=embedder),
+                 "relevance-lexemb-1 (topic only)": LexicalEmbeddingRelevance(embedder=embedder, match_names=False)}
     with open(path, encoding="utf-8") as fh:
         rows = [json.loads(line) for line in fh][: limit or None]
-    out: dict[str, Any] = {"threshold": labeller.threshold, "questions": len(rows),
-                           "manifest": labeller.manifest()}
-    for mode in ("query only", "with reference answer"):
-        labels: list[int] = []
-        scores: list[float] = []
-        top_gold = 0
-        for q in rows:
-            passages = [Passage(c["id"], f"{c['title']}. {c['paragraph_text']}") for c in q["contexts"]]
-            ref = q["answers_objects"][0]["spans"][0] if mode != "query only" else None
-            s = labeller.relevance(q["question_text"], passages, reference=ref)
-            scores.extend(s)
-            gold = [1 if c["is_supporting"] else 0 for c in q["contexts"]]
-            labels.extend(gold)
-            top_gold += gold[int(np.argmax(s))]
-        y, sc = np.array(labels), np.array(scores)
-        out[mode] = evaluate(y, sc, (sc >= labeller.threshold).astype(int), None, n_boot)
-        out[mode]["precision_at_1"] = round(top_gold / len(rows), 4) if rows else None
+    hotpot = [(q["question_text"], [Passage(c["id"], f"{c['title']}. {c['paragraph_text']}") for c in q["contexts"]],
+               [1 if c["is_supporting"] else 0 for c in q["contexts"]], q["answers_objects"][0]["spans"][0])
+              for q in rows]
+    corpus = generate_corpus(300, seed=0)
+    demo = [(q.question, [Passage(d, corpus.document(d).text) for d in (q.doc_id, *q.hard_distractors)],
+             [1] + [0] * len(q.hard_distractors), None)
+            for q in corpus.questions if q.hard_distractors][: limit or None]
+    out: dict[str, Any] = {}
+    for name, labeller in labellers.items():
+        res: dict[str, Any] = {"threshold": labeller.threshold, "manifest": labeller.manifest()}
+        for mode, items, with_ref in (("hotpotqa, query only", hotpot, False),
+                                      ("hotpotqa, with reference answer", hotpot, True),
+                                      ("demo entity families, query only", demo, False)):
+            labels: list[int] = []
+            scores: list[float] = []
+            top_gold = 0
+            for query, passages, gold, ref in items:
+                s = labeller.relevance(query, passages, reference=ref if with_ref else None)
+                scores.extend(s)
+                labels.extend(gold)
+                top_gold += gold[int(np.argmax(s))]
+            y, sc = np.array(labels), np.array(scores)
+            m = evaluate(y, sc, (sc >= labeller.threshold).astype(int), None, n_boot)
+            m["precision_at_1"] = round(top_gold / len(items), 4) if items else None
+            m["questions"] = len(items)
+            rec = m["recall_unsupported"]
+            m["lookalikes_marked_relevant"] = None if rec is None else round(1 - rec, 4)
+            res[mode] = m
+        out[name] = res
     return out
 
 
@@ -287,6 +304,24 @@ def make_labeller(name: str, embedder: SentenceEmbedder) -> GroundingLabeller:
     return make_grounding_labeller(name)
 
 
+def _write_measured(labeller: GroundingLabeller, review: float | None, at_review: dict[str, Any],
+                    args: argparse.Namespace) -> None:
+    """The audit's "measured precision" for the packaged artefact: per dev set, the share of items
+    labelled at or above the review threshold and how often those verdicts are right. Kept in its
+    own file, keyed by the artefact's hash, so re-measuring never changes the artefact."""
+    from ragtrace_evaluator.labellers.support_model import MEASURED, load_artefact
+
+    model = load_artefact()
+    if getattr(labeller, "model", None) is not model or review is None:
+        raise SystemExit("--write-measured: the labeller is not the packaged artefact's")
+    path = ARTEFACT_DIR / MEASURED
+    record = {"artefact_sha256": model.sha256, "review_threshold": review,
+              "source": f"benchmarks/grounding_accuracy.py --write-measured on {args.dev.name} "
+                        "(BEGIN dev, WiCE dev; never fitted on)", "sets": at_review}
+    path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"wrote {path}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="grounding_accuracy", description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--dev", "--data", dest="dev", type=Path, default=DEFAULT_DEV)
@@ -303,21 +338,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--speed", action="store_true", help="also labeller throughput, cold and warm")
     parser.add_argument("--all", action="store_true", help="accuracy, folds, relevance and speed")
     parser.add_argument("--only", choices=("relevance", "speed"), help="only that section")
-    parser.add_argument("--calibrate", action="store_true", help="offline-6's synthetic HotpotQA weight fit")
-    parser.add_argument("--lm-cache", type=Path, default=ROOT / "build" / "grounding-synthetic" / "smollm2_raw.jsonl")
-    parser.add_argument("--no-lm", action="store_true", help="--calibrate on the rule-made claims alone")
     parser.add_argument("--hotpot", type=Path, default=SHARED / "hotpotqa-dev500")
+    parser.add_argument("--write-measured", action="store_true",
+                        help="store the dev-set coverage and accuracy at the review threshold beside the packaged "
+                             "artefact (the audit prints it); offline labeller, full dev sets only")
     args = parser.parse_args(argv)
+    if args.write_measured and (args.labeller != "offline" or args.limit or args.only):
+        parser.error("--write-measured measures the packaged offline labeller on the full dev sets: "
+                     "drop --labeller/--limit/--only")
 
     embedder = SentenceEmbedder(cache_dir=args.cache_dir)
     hotpot = args.hotpot / "dev_subsampled.jsonl"
-    if args.calibrate:
-        from benchmarks.grounding_calibration import calibrate
-
-        report = calibrate(hotpot, embedder, lm_cache=None if args.no_lm else args.lm_cache)
-        embedder.save()
-        print(json.dumps(report, indent=2))
-        return 0
     report: dict[str, Any] = {}
     started = time.perf_counter()
     if args.only is None:
@@ -330,12 +361,23 @@ def main(argv: list[str] | None = None) -> int:
         wice = load_wice(args.dev / "wice", args.limit)
         wice_binary = [it for it in wice if it.fine_label != "partially_supported"]
         dev = []
+        at_review: dict[str, Any] = {}
+        review = getattr(labeller, "review_threshold", None)
         for name, items in (("BEGIN dev, fully vs not fully attributable", begin),
                             ("WiCE claim dev, supported vs partially/not", wice),
                             ("WiCE claim dev, supported vs not", wice_binary)):
-            dev.append(score_set(name, items, _systems(items, labeller, embedder, ours), args.bootstrap, ours))
+            systems = _systems(items, labeller, embedder, ours)
+            dev.append(score_set(name, items, systems, args.bootstrap, ours))
+            o = systems[ours]
+            if review is not None and o.confidence is not None:
+                (point,) = risk_coverage(np.array([it.label for it in items]), o.predicted, o.confidence, (review,))
+                at_review[name] = {k: point[k] for k in ("coverage", "accuracy", "balanced_accuracy", "n")} | {
+                    "n_items": len(items)}
             embedder.save()
         report["dev"] = dev
+        report["at_review_threshold"] = {"review_threshold": review, "sets": at_review}
+        if args.write_measured:
+            _write_measured(labeller, review, at_review, args)
         report["begin_generic"] = {"n": len(generic),
                                    "flagged_claimless": sum(1 for g in generic if extract_claims(g).kind != "claims")}
         report["manifest"] = labeller.manifest()
@@ -360,12 +402,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.all or args.relevance or args.only == "relevance":
         report["relevance"] = relevance_accuracy(hotpot, embedder, args.bootstrap, args.limit)
         embedder.save()
-        print("\n# relevance (HotpotQA dev500: supporting vs hard distractor paragraphs)")
-        for mode in ("query only", "with reference answer"):
-            m = report["relevance"][mode]
-            print(f"- {mode}: AUROC {_fmt(m['auroc'])}, balanced acc. {_fmt(m['balanced_accuracy'])} at "
-                  f"{report['relevance']['threshold']}, precision of the top-ranked {m['precision_at_1']} "
-                  f"(n={m['n']}: {m['n_supported']} / {m['n_unsupported']})")
+        print("\n# relevance: HotpotQA dev500 (supporting vs hard distractor paragraphs); demo corpus entity "
+              "families (answering document vs its siblings)")
+        for name, res in report["relevance"].items():
+            for mode, m in res.items():
+                if not isinstance(m, dict) or "auroc" not in m:
+                    continue
+                print(f"- {name}, {mode}: AUROC {_fmt(m['auroc'])}, balanced acc. {_fmt(m['balanced_accuracy'])} at "
+                      f"{res['threshold']}, look-alikes marked relevant {m['lookalikes_marked_relevant']}, precision "
+                      f"of the top-ranked {m['precision_at_1']} (n={m['n']}: {m['n_supported']} / "
+                      f"{m['n_unsupported']}, {m['questions']} questions)")
     if args.all or args.speed or args.only == "speed":
         report["speed"] = speed(hotpot, lambda emb: make_labeller(args.labeller, emb))
         s = report["speed"]

@@ -1,4 +1,9 @@
-"""Fit the offline labeller's support weights on synthetic claims, never on the evaluation sets.
+"""Synthetic grounding claims built from HotpotQA: offline-6's fit set, kept as material.
+
+Since offline-8 the support model is fitted on human-labelled claims (benchmarks/grounding_fit.py);
+these synthetic claims are extra material there, weighing as much as one training set (the
+leave-one-set-out comparison chose that over leaving them out or halving them, see docs/labellers.md).
+The description below is of how offline-6 used them.
 
 The grounding dev sets (BEGIN, WiCE) measure the labeller, and other human-labelled sets judge it,
 so its weights must not be fitted to them. Instead, claims are synthesised from a different corpus
@@ -37,11 +42,7 @@ persona case too, which is recorded here rather than hidden.
 Evidence is the question's two supporting paragraphs plus two of its distractor paragraphs (a
 retriever's top 4); the paragraph the negatives borrow from is never among them. Negated sentences
 are synthesised (they test the contradiction check) but left out of the support fit, since no
-support feature can see a negation. An L2-regularised logistic regression on the support
-features (see :mod:`ragtrace_evaluator.labellers.offline`) gives the weights: each kind of claim
-carries an equal share of its class, the classes weigh the same, and the signs are fixed a priori
-(evidence never lowers support, a missing number or name never raises it). The decision threshold
-stays at 0.5 (equal costs).
+support feature can see a negation.
 """
 
 from __future__ import annotations
@@ -49,24 +50,15 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
-
-import numpy as np
 
 from ragtrace_evaluator.labellers.claims import split_sentences
-from ragtrace_evaluator.labellers.embedding import SentenceEmbedder
-from ragtrace_evaluator.labellers.lexical import STOPWORDS, features
-from ragtrace_evaluator.labellers.offline import OfflineGroundingLabeller, _passage_sentences
+from ragtrace_evaluator.labellers.lexical import STOPWORDS
 from ragtrace_evaluator.labellers.protocol import Passage
 
 _AUX = re.compile(r"\b(is|was|are|were|has|had|can|will|does|did)\b")
 _NUM = re.compile(r"\b\d{1,4}\b")
 _CAP = re.compile(r"(?<=\s)[A-Z][a-z]{2,}")
-FEATURE_NAMES = ("coverage", "bigram", "cosine", "missing_numbers", "missing_entities", "unseen", "persona")
-#: features that can only lower support (their coefficients are fitted ≤ 0 and reported as positive weights)
-_NEGATIVE = frozenset({"missing_numbers", "missing_entities", "unseen", "persona"})
 
 
 def _perturb_number(sentence: str, rng: random.Random) -> str | None:
@@ -384,92 +376,3 @@ def lm_synthetic(path: Path, seed: int, cache: Path,
             extracted = extract_claims(" ".join(sentences))
             rows.extend((c, passages, 0, f"lm_{kind}") for c in extracted.claims)
     return rows
-
-
-def _fit_logistic(x: np.ndarray, y: np.ndarray, kinds: Sequence[str] | None = None,
-                  signs: Sequence[int] | None = None, l2: float = 1e-2) -> np.ndarray:
-    """L2-regularised logistic regression, bias first.
-
-    Each class carries half the total weight; with ``kinds``, each kind of synthetic claim carries an
-    equal share of its class (so the fit does not favour whichever perturbation yields most rows).
-    ``signs`` constrains each coefficient's sign (+1: ≥ 0, −1: ≤ 0, 0: free): more evidence must not
-    lower support.
-    """
-    from scipy.optimize import minimize
-
-    if kinds is None:
-        weight = np.where(y == 1, 0.5 / y.mean(), 0.5 / (1 - y.mean()))
-    else:
-        count: dict[tuple[str, float], int] = {}
-        for k, label in zip(kinds, y, strict=True):
-            count[(k, float(label))] = count.get((k, float(label)), 0) + 1
-        per_class = {c: sum(1 for (_, lab) in count if lab == c) for c in (0.0, 1.0)}
-        weight = np.array([0.5 * len(y) / (per_class[float(label)] * count[(k, float(label))])
-                           for k, label in zip(kinds, y, strict=True)])
-    xb = np.hstack([np.ones((len(x), 1)), x])
-
-    def loss(w: np.ndarray) -> tuple[float, np.ndarray]:
-        z = xb @ w
-        p = 1 / (1 + np.exp(-z))
-        eps = 1e-12
-        nll = -np.mean(weight * (y * np.log(p + eps) + (1 - y) * np.log(1 - p + eps)))
-        grad = xb.T @ (weight * (p - y)) / len(y)
-        reg = l2 * np.r_[0.0, w[1:]]
-        return nll + 0.5 * l2 * float(w[1:] @ w[1:]), grad + reg
-
-    bounds: list[tuple[float | None, float | None]] = [(None, None)]
-    for sign in signs if signs is not None else [0] * x.shape[1]:
-        bounds.append((0.0, None) if sign > 0 else (None, 0.0) if sign < 0 else (None, None))
-    result = minimize(loss, np.zeros(xb.shape[1]), jac=True, method="L-BFGS-B", bounds=bounds)
-    return np.asarray(result.x)
-
-
-def calibrate(path: Path, embedder: SentenceEmbedder | None = None, seed: int = 7,
-              lm_cache: Path | None = None) -> dict[str, Any]:
-    """Synthesise, extract features with the labeller's own code, fit, and report the weights.
-
-    With ``lm_cache``, SmolLM2's closed-book fabrications (:func:`lm_synthetic`) join the
-    rule-made negatives; they are generated into that file when it lacks them."""
-    labeller = OfflineGroundingLabeller(embedder=embedder)
-    # Inserted negations keep every content word, so no support feature can see them: they are the
-    # contradiction check's job and would only blur the support fit.
-    rows = [r for r in synthesise(path, seed=seed) if r[3] != "negation"]
-    if lm_cache is not None:
-        rows += lm_synthetic(path, seed, lm_cache)
-    feats = _features(labeller, [(c, p) for c, p, _, _ in rows])
-    x = np.array([f for f in feats])
-    y = np.array([label for _, _, label, _ in rows], dtype=float)
-    kinds = [kind for *_, kind in rows]
-    w = _fit_logistic(x, y, kinds=kinds, signs=[-1 if n in _NEGATIVE else 1 for n in FEATURE_NAMES])
-    p = 1 / (1 + np.exp(-(w[0] + x @ w[1:])))
-    kinds = sorted({k for *_, k in rows})
-    per_kind = {k: round(float(np.mean([(p[i] >= 0.5) == (y[i] == 1) for i, r in enumerate(rows) if r[3] == k])), 3)
-                for k in kinds}
-    return {
-        "n": len(rows), "seed": seed,
-        "weights": {"bias": round(float(w[0]), 2),
-                    **{n: round(float(v) * (-1 if n in _NEGATIVE else 1), 2)
-                       for n, v in zip(FEATURE_NAMES, w[1:], strict=True)}},
-        "accuracy_by_kind": per_kind,
-    }
-
-
-def _features(labeller: OfflineGroundingLabeller, items: Sequence[tuple[str, list[Passage]]]) -> list[list[float]]:
-    texts: list[str] = []
-    layouts = []
-    for claim, passages in items:
-        sentences = [s for p in passages for s in _passage_sentences(p.text)]
-        owners = [i for i, p in enumerate(passages) for _ in _passage_sentences(p.text)]
-        layouts.append((sentences, owners))
-        texts.append(claim)
-        texts.extend(sentences)
-    vecs = labeller.embedder.embed(texts)
-    out = []
-    pos = 0
-    for (claim, _), (sentences, owners) in zip(items, layouts, strict=True):
-        c = vecs[pos]
-        s = vecs[pos + 1:pos + 1 + len(sentences)]
-        pos += 1 + len(sentences)
-        features(claim)
-        out.append(labeller.claim_features(claim, c, sentences, owners, s).vector())
-    return out

@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-
-from benchmarks.grounding_calibration import _fit_logistic, lm_synthetic, synthesise
+from benchmarks.grounding_calibration import lm_synthetic, synthesise
 
 
 def _question(qid: str) -> dict[str, object]:
@@ -56,15 +54,3 @@ def test_lm_rows_come_from_the_cache_as_not_supported_claims(tmp_path: Path) -> 
         ("I visited the tower with my grandmother last summer.", 0, "lm_chat"),
     ]
     assert all(len(p) == 4 for _, p, _, _ in rows)
-
-
-def test_fit_respects_sign_constraints() -> None:
-    rng = np.random.default_rng(0)
-    x = rng.random((400, 2))
-    y = (x[:, 0] - 0.5 + 0.1 * rng.standard_normal(400) > 0).astype(float)
-    w = _fit_logistic(x, y, signs=[1, 1])
-    assert w[1] > 1.0
-    # the second feature is noise: free it would wander either way, constrained it stays >= 0
-    assert w[2] >= 0.0
-    w_neg = _fit_logistic(x, y, signs=[-1, 0])
-    assert w_neg[1] <= 0.0
