@@ -89,6 +89,19 @@ def make_grounding_labeller(name: str) -> KeywordGrounding:
     return KeywordGrounding()
 
 
+class ReviewedKeywordGrounding(KeywordGrounding):
+    """The keyword labeller stating a review threshold (as the offline labeller's artefact does):
+    its answers' confidence is 0.8 (0.9 for abstentions), so most labels fall below 0.85."""
+
+    def manifest(self) -> dict[str, Any]:
+        m = super().manifest()
+        return {**m, "thresholds": {**m["thresholds"], "review": 0.85}}
+
+
+def make_reviewed_grounding_labeller(name: str) -> ReviewedKeywordGrounding:
+    return ReviewedKeywordGrounding()
+
+
 def make_relevance_labeller(name: str) -> KeywordRelevance:
     return KeywordRelevance(name or "boils 100")
 

@@ -30,3 +30,11 @@ def test_offline_default_finds_each_injected_failure(chdb_store: Any, tmp_path: 
     assert nogold["retrieval"]["gold_source"] == "labeller" and nogold["gold_in_context"] is True
     assert report["manifest"]["grounding_labeller"]["kind"] == "offline"
     assert report["manifest"]["relevance_labeller"] is not None
+    # selective labelling: the offline labeller's review threshold, the share of each mode labelled at or
+    # above it, and what the benchmark measured there on the dev sets for this very artefact
+    sel = report["selective"]
+    review = report["manifest"]["grounding_labeller"]["thresholds"]["review"]
+    assert sel["review_threshold"] == review
+    assert sel["all"]["n"] == len(records)
+    assert sel["all"]["count"] == sum(1 for r in records.values() if (r["confidence"] or 0) >= review)
+    assert set(sel["measured"]["sets"]) >= {"BEGIN dev, fully vs not fully attributable"}, sel["measured"]

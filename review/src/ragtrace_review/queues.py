@@ -188,6 +188,7 @@ def enqueue(
     tenant: str = DEFAULT_TENANT,
     manifest_id: str | None = None,
     low_confidence: float = 0.6,
+    all_low_confidence: bool = False,
     release: str | None = None,
     service: str | None = None,
     description: str = "",
@@ -197,7 +198,9 @@ def enqueue(
     ``labels`` are per-trace label records (`LabelRecord`s, or their JSON objects). When None they
     are read from the `labels` table: ``manifest_id``'s labels, or the most recently written manifest's.
     ``per_mode`` caps each stratum (see the module docstring); ``low_confidence`` is the confidence
-    below which a label is flagged. Returns what was added, per stratum.
+    below which a label is flagged; ``all_low_confidence`` queues every such label, uncapped (the
+    audit's selective labelling: what the labeller is not sure of goes to a human, all of it).
+    Returns what was added, per stratum.
     """
     _validate_queue_name(queue)
     if per_mode < 1:
@@ -239,8 +242,8 @@ def enqueue(
     strata: dict[str, list[str]] = {}
     chosen: set[str] = set()
 
-    def fill(name: str, pool: list[str]) -> None:
-        room = per_mode - taken[name]
+    def fill(name: str, pool: list[str], cap: int = per_mode) -> None:
+        room = cap - taken[name]
         picked = [t for t in pool if t not in chosen][: max(room, 0)]
         chosen.update(picked)
         strata[name] = picked
@@ -249,7 +252,8 @@ def enqueue(
     flagged = [t for t in candidates
                if by_trace[t].extra.get("disagreement") or (others.get(t, set()) - {by_trace[t].failure_mode.value})]
     fill("disagreement", sorted(flagged, key=key))
-    fill("low_confidence", sorted((t for t in candidates if conf(by_trace[t]) < low_confidence), key=key))
+    unsure = sorted((t for t in candidates if conf(by_trace[t]) < low_confidence), key=key)
+    fill("low_confidence", unsure, cap=taken["low_confidence"] + len(unsure) if all_low_confidence else per_mode)
     modes = sorted({by_trace[t].failure_mode.value for t in candidates}, key=FAILURE_MODES.index)
     for mode in modes:
         fill(f"mode:{mode}", [t for t in candidates if by_trace[t].failure_mode == mode])

@@ -131,13 +131,19 @@ def _local_audit(args: argparse.Namespace, options: dict[str, Any]) -> tuple[int
         if args.queue:
             from ragtrace_review import ReviewError, enqueue
 
+            # selective labelling: every trace labelled below the labeller's review threshold goes to
+            # the queue (not only per-mode samples); a labeller without one keeps the queue's default
+            review = (report.get("selective") or {}).get("review_threshold")
+            routing: dict[str, Any] = ({"low_confidence": review, "all_low_confidence": True}
+                                       if review is not None else {})
             try:
                 queued = enqueue(store, args.queue, report.pop("records", []), args.per_mode, args.reviewers,
-                                 tenant=args.tenant)
+                                 tenant=args.tenant, **routing)
             except ReviewError as exc:
                 print(f"ragtrace audit: review queue: {exc}", file=sys.stderr)
                 return 2, {}
             report["review_queue"] = {"queue": queued.queue, "added": queued.added,
+                                      "low_confidence_below": review,
                                       "already_queued": queued.already_queued,
                                       "reviewers_per_item": queued.reviewers_per_item}
             print(f"review queue {queued.queue}: added {queued.total_added} traces "

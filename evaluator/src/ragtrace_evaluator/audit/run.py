@@ -253,7 +253,7 @@ def run_audit(
     return_records: bool = False,
     sampler: int = SAMPLER_VERSION,
 ) -> dict[str, Any]:
-    """Audit the sampled traces; returns the JSON summary report (see `audit_summary.summarise`).
+    """Audit the sampled traces; returns the JSON summary report (see `ragtrace_evaluator.audit.summary.summarise`).
 
     ``per_trace`` (a path or an open text file) receives one JSON line per sampled trace, resumed
     ones included. ``resume=False`` relabels traces already labelled under the same manifest.
@@ -312,6 +312,10 @@ def run_audit(
         write_label_lines(per_trace, all_records)
     as_json = [r.to_json() for r in all_records]
     report = summarise(as_json, manifest=manifest, manifest_id=mid)
+    # what the labeller's benchmark measured at its review threshold (dev sets), beside the audit's shares
+    measured = getattr(grounding, "selective_record", None)
+    if callable(measured) and report["selective"]["review_threshold"] is not None:
+        report["selective"]["measured"] = measured()
     report["sampling"] = {
         # root rows matching the filters: traces, plus any second root row not yet merged away
         "n_candidates": picked.candidate_rows, "n_sampled": len(chosen), "n_labelled_now": len(new),

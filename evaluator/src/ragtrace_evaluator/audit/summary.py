@@ -60,6 +60,30 @@ def _incomplete(records: Sequence[Mapping[str, Any]], n: int) -> dict[str, Any]:
             "trace_ids": [r["trace_id"] for r in bad[:20]]}
 
 
+def review_threshold(manifest: Mapping[str, Any]) -> float | None:
+    """The grounding labeller's review threshold (its manifest's ``thresholds.review``), if it has one."""
+    labeller = manifest.get("grounding_labeller") or {}
+    value = (labeller.get("thresholds") or {}).get("review") if isinstance(labeller, Mapping) else None
+    return float(value) if isinstance(value, int | float) else None
+
+
+def selective_labelling(records: Sequence[Mapping[str, Any]], threshold: float | None) -> dict[str, Any]:
+    """Per failure mode, the share of traces labelled with confidence at or above the review
+    threshold (labelled without a human), with a Wilson CI; the rest are for review. A record
+    without a confidence counts as below (it has nothing to trust). Undefined without a threshold."""
+    if threshold is None:
+        return {"review_threshold": None, "by_mode": None, "all": None,
+                "note": "the grounding labeller states no review threshold"}
+
+    def share(rs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        sure = sum(1 for r in rs if isinstance(r.get("confidence"), int | float) and r["confidence"] >= threshold)
+        return {**rate(sure, len(rs)), "for_review": len(rs) - sure}
+
+    return {"review_threshold": threshold,
+            "by_mode": {m: share([r for r in records if r["failure_mode"] == m]) for m in FAILURE_MODES},
+            "all": share(records)}
+
+
 def summarise(records: Sequence[Mapping[str, Any]], *, manifest: dict[str, Any], manifest_id: str) -> dict[str, Any]:
     """The summary of per-trace records (JSON objects of `ragtrace_store.LabelRecord`). Incomplete
     traces are their own outcome (``incomplete``): counted over all records, left out of the
@@ -123,4 +147,5 @@ def summarise(records: Sequence[Mapping[str, Any]], *, manifest: dict[str, Any],
         },
         "gold_sources": gold_sources,
         "confidence": mean_of([r.get("confidence") for r in records]),
+        "selective": selective_labelling(records, review_threshold(manifest)),
     }

@@ -84,3 +84,27 @@ def print_report(report: dict[str, Any], console: Console | None = None) -> None
     con.print(f"abstentions: {ab['count']} of {ab['n']} answers ({_pct(ab['rate'])}, 95% CI {_ci(ab['ci95'])}); "
               f"justified refusals {ab['justified']}, unjustified {ab['unjustified']}, unknown {ab['unknown']}")
     con.print(f"gold from: {', '.join(f'{k} {v}' for k, v in sorted(report['gold_sources'].items())) or '—'}")
+    _print_selective(report.get("selective"), con)
+
+
+def _print_selective(sel: dict[str, Any] | None, con: Console) -> None:
+    """Selective labelling: per mode, the share labelled with confidence ≥ the review threshold, and
+    what the labeller's benchmark measured there (precision of verdicts, coverage) on its dev sets."""
+    if not sel or sel.get("review_threshold") is None:
+        return
+    t = sel["review_threshold"]
+    table = Table(title=f"Selective labelling: confidence ≥ {t:g} labelled, the rest for review (95% Wilson CI)")
+    for col in ("mode", "n", "confident", "share", "95% CI", "for review"):
+        table.add_column(col, justify="left" if col == "mode" else "right")
+    for mode, r in (sel.get("by_mode") or {}).items():
+        table.add_row(mode, str(r["n"]), str(r["count"]), _pct(r["rate"]), _ci(r["ci95"]), str(r["for_review"]))
+    a = sel["all"]
+    table.add_row("all", str(a["n"]), str(a["count"]), _pct(a["rate"]), _ci(a["ci95"]), str(a["for_review"]))
+    con.print(table)
+    measured = sel.get("measured")
+    if measured and measured.get("sets"):
+        con.print("  measured at this threshold (" + measured.get("source", "benchmark") + "): " + "; ".join(
+            f"{name}: verdicts right {_pct(m['accuracy'])} on {_pct(m['coverage'])} of n={m.get('n_items', m['n'])}"
+            for name, m in measured["sets"].items()))
+    elif measured is not None:
+        con.print(f"  {measured.get('note', 'no measurement for this labeller')}")
