@@ -7,10 +7,15 @@ embedded store, the audit run inside the server, compare, the review queue and a
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+from ragtrace_evaluator.compare.comparison import compare
 from ragtrace_evaluator.compare.deciding_slice import FELL
+from ragtrace_evaluator.compare.records import label_set, parse_record
 from ragtrace_examples.demo import DemoConfig, run_demo
 from ragtrace_examples.faults import Fault
 
@@ -64,3 +69,54 @@ def test_injected_faults_are_labelled_with_their_boundary(tmp_path: Path) -> Non
     # ground truth written next to the labels, and a review queue with a reviewer to work it
     assert len(res.faults.read_text().splitlines()) == sum(row["n"] for row in check["modes"])
     assert res.reviewer_token and res.review_url.endswith("/review/login")
+
+    # The same release with the gold as chunk ids (corpus/qrels.txt: the ids of the unsplit build),
+    # on a copy of the demo's store without its spans. The fault renames exactly the documents it
+    # cuts, and there the evidence really left the context: chunk ids lose those queries too, and
+    # anything they lose beyond the spans' losses is a renamed document whose evidence was still in
+    # the context. The slice says "fell" under either kind of gold, because the answers did fall.
+    by_ids = _chunk_id_reading(res.store, res.out, tmp_path / "store-qrels", records)
+    lost_ids = _lost(by_ids)
+    lost_spans = set(lost["query_ids"])
+    assert len(lost_spans) == lost["n"]  # the JSON lists every mover (--max-ids caps the terminal only)
+    assert lost_spans <= lost_ids and split_lost <= lost_ids
+    assert lost_ids - lost_spans <= split
+    assert all(records["v2"][q]["gold_in_context"] for q in lost_ids - lost_spans)
+    gates = {g["metric"]: g for g in by_ids["gates"]}
+    assert gates["recall_5"]["tripped"] is True
+    ds_ids = by_ids["deciding_slice"]
+    assert ds_ids["verdict"] == "fell" and ds_ids["statement"].startswith(FELL), ds_ids["statement"]
+
+
+def _lost(report: dict[str, Any]) -> set[str]:
+    mv = next(m for m in report["movers"] if (m["boundary"], m["direction"]) == ("gold_in_context", "lost"))
+    return set(mv["query_ids"])
+
+
+def _ragtrace(*args: str) -> str:
+    proc = subprocess.run([sys.executable, "-m", "ragtrace_cli.main", *args], capture_output=True, text=True,
+                          timeout=240, check=False)
+    assert proc.returncode == 0, f"ragtrace {' '.join(args)}: {proc.stderr[-2000:]}"
+    return proc.stdout
+
+
+def _chunk_id_reading(store: Path, out: Path, copy: Path,
+                      spans: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Re-audit a copy of the demo's store with chunk-id qrels instead of its evidence spans (which the
+    audit would prefer) and compare v1 with v2 from those records."""
+    shutil.copytree(store, copy, symlinks=True)  # chDB's metadata links are relative
+    # a child process: the embedded store is opened by one process at a time
+    drop_spans = ("import sys; from ragtrace_store import open_store; s = open_store(sys.argv[1]); "
+                  "s.command('TRUNCATE TABLE ' + s.table('gold_spans')); s.close()")
+    subprocess.run([sys.executable, "-c", drop_spans, str(copy)], check=True, timeout=120)
+    assert "for 60 queries" in _ragtrace("labels", "import", str(out / "corpus" / "qrels.txt"), "--store", str(copy))
+    per_trace = copy.parent / "chunk-ids.jsonl"
+    _ragtrace("audit", "--store", str(copy), "--service", "example-rag", "--relevance-labeller", "none", "--quiet",
+              "--no-resume", "--per-trace", str(per_trace))
+    recs = [json.loads(line) for line in per_trace.read_text().splitlines() if line]
+    assert {r["retrieval"]["gold_source"] for r in recs} == {"qrels"} and len(recs) == 120
+    # the baseline build is unsplit, so its chunk-id gold is its evidence: the same queries had it
+    assert {r["query_id"] for r in recs if r["release"] == "v1" and r["gold_in_context"]} == \
+        {q for q, r in spans["v1"].items() if r["gold_in_context"]}
+    sets = {rel: label_set(rel, "file", [parse_record(r) for r in recs if r["release"] == rel]) for rel in ("v1", "v2")}
+    return compare(sets["v1"], sets["v2"], n_resamples=400, seed=0, warn=False).to_json()
