@@ -1,5 +1,6 @@
-"""Page latency of the web view (not a test): `/traces` first page, a filtered page, a trace page and
-the dashboard, each beside the store's own time for the queries that page runs.
+"""Page latency of the web view (not a test): `/traces` first page, a filtered page, the
+confidence-sorted page, a trace page and the dashboard, each beside the store's own time for the
+queries that page runs.
 
     .venv/bin/python benchmarks/web_pages.py                      # the demo store and a 100k-trace store
     .venv/bin/python benchmarks/web_pages.py --only large --traces 100000 --requests 50
@@ -238,6 +239,7 @@ def measure(store_dir: str, requests: int, build: int) -> dict[str, Any]:
     base = f"http://127.0.0.1:{port}"
     pages = {"/traces (first page)": "/traces",
              f"/traces?release={candidate}&mode=fabrication": f"/traces?release={candidate}&mode=fabrication",
+             "/traces?sort=confidence": "/traces?sort=confidence",
              "/traces/{trace_id}": f"/traces/{trace_id}",
              "/dashboard": "/dashboard"}
     results = []
