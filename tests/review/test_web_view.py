@@ -68,13 +68,16 @@ def login(client: TestClient, token: str, target: str = "/traces") -> str:
 def put(store: Store, tenant: str, trace_id: str, *, when: datetime, release: str = "r1", service: str = "svc",
         route: str = "/ask", query: str = "What is it?", mode: str | None = "ok", confidence: float | None = 0.9,
         generation: str = "entailed", groundedness: float | None = 0.5, gold_in_context: bool | None = True,
-        manifest: str = MANIFEST, root_priority: int = 0, span_id: str = "root") -> None:
-    """One trace's queries row and (when ``mode``) its label, at ``when``."""
-    store.insert("queries", [(tenant, trace_id, span_id, f"q-{trace_id}", service, release, "test", route, query,
-                              "an answer", False, "OK", when, 5.0, root_priority, when)],
-                 ["tenant", "trace_id", "span_id", "query_id", "service", "release", "environment", "route", "query",
-                  "answer", "answer_streamed", "status_code", "start_time", "duration_ms", "root_priority",
-                  "received_at"])
+        manifest: str = MANIFEST, root_priority: int = 0, span_id: str = "root", received: datetime | None = None,
+        labelled_at: datetime | None = None, root: bool = True) -> None:
+    """One trace's queries row (unless not ``root``: a re-label) and (when ``mode``) its label, at
+    ``when``; ``received`` and ``labelled_at`` (default ``when``) version a retried row / a re-label."""
+    if root:
+        store.insert("queries", [(tenant, trace_id, span_id, f"q-{trace_id}", service, release, "test", route, query,
+                                  "an answer", False, "OK", when, 5.0, root_priority, received or when)],
+                     ["tenant", "trace_id", "span_id", "query_id", "service", "release", "environment", "route",
+                      "query", "answer", "answer_streamed", "status_code", "start_time", "duration_ms",
+                      "root_priority", "received_at"])
     if mode is None:
         return
     rec = label_record(trace_id, mode, confidence=confidence or 0.0, manifest_id=manifest, query_id=f"q-{trace_id}")
@@ -83,7 +86,7 @@ def put(store: Store, tenant: str, trace_id: str, *, when: datetime, release: st
     rec["generation"].update(verdict=generation, groundedness=groundedness, abstained=generation == "abstained")
     store.insert("labels", [(tenant, manifest, trace_id, rec["query_id"], service, release, mode, rec["gold_in_pool"],
                              gold_in_context, True, generation, rec["pass"], rec["score"], confidence, json.dumps(rec),
-                             when, when)],
+                             when, labelled_at or when)],
                  ["tenant", "manifest_id", "trace_id", "query_id", "service", "release", "failure_mode", "gold_in_pool",
                   "gold_in_context", "ranking_ok", "generation", "passed", "score", "confidence", "detail",
                   "trace_time", "labelled_at"])
@@ -318,6 +321,79 @@ def _several_root_rows(store: Store, tenant: str) -> None:
     assert [(r.release, r.query) for r in page.rows] == [("r1", "sdk question 29"), ("r1", "sdk question 28"),
                                                          ("r1", "sdk question 27")]
     assert page.total == 30
+
+
+def test_duplicates_in_unmerged_parts_list_and_chart_as_final_would(store: Store, tenant: str) -> None:
+    """A retried root (the same row again, received later), a losing HTTP root and re-labelled traces
+    (a newer label version) sit in parts of their own, unmerged: the /traces totals, the
+    confidence-sorted page and the dashboard series count each trace once, by its winning root row
+    and its newest label, and say what `FINAL` says (read here only as the oracle)."""
+    tables = (store.table("queries"), store.table("labels"))
+    for table in tables:
+        store.command(f"SYSTEM STOP MERGES {table}")
+    try:
+        _duplicates(store, tenant)
+    finally:
+        for table in tables:
+            store.command(f"SYSTEM START MERGES {table}")
+
+
+def _duplicates(store: Store, tenant: str) -> None:
+    tid = [f"{tenant}-{i}" for i in range(8)]
+    for i in range(8):
+        put(store, tenant, tid[i], when=T0 + timedelta(hours=i), release="r1" if i < 4 else "r2",
+            mode="fabrication" if i == 5 else "ok", confidence=round(0.1 * (i + 1), 1), root_priority=3,
+            span_id="sdk", query=f"question {i}")
+    # trace 0's root again, received a minute later (a retried batch); an HTTP root above trace 1's,
+    # in r2 and six hours later (it loses to the SDK's)
+    put(store, tenant, tid[0], when=T0, root_priority=3, span_id="sdk", query="question 0",
+        received=T0 + timedelta(minutes=1), mode=None)
+    put(store, tenant, tid[1], when=T0 + timedelta(hours=6), release="r2", root_priority=1, span_id="http",
+        query="GET /ask", mode=None)
+    # re-labelled a day later: trace 2 ok -> fabrication, trace 5 fabrication -> ok
+    relabelled = T0 + timedelta(days=1)
+    put(store, tenant, tid[2], when=T0 + timedelta(hours=2), root=False, labelled_at=relabelled, mode="fabrication",
+        confidence=0.05, gold_in_context=False, groundedness=0.0, generation="contradicted")
+    put(store, tenant, tid[5], when=T0 + timedelta(hours=5), release="r2", root=False, labelled_at=relabelled,
+        mode="ok", confidence=0.95)
+    t = {"t": tenant, "m": MANIFEST}
+    assert store.query_rows(f"SELECT count() FROM {store.table('queries')} WHERE tenant = {{t:String}}", t) == [(10,)]
+    assert store.query_rows(f"SELECT count() FROM {store.table('labels')} WHERE tenant = {{t:String}}", t) == [(10,)]
+
+    def total(**kw: Any) -> int:
+        return list_traces(store, TraceListQuery(tenant=tenant, manifest_id=MANIFEST, **kw)).total
+
+    everything = list_traces(store, TraceListQuery(tenant=tenant, manifest_id=MANIFEST))
+    assert [r.trace_id for r in everything.rows] == tid[::-1] and everything.total == 8
+    assert store.query_rows(f"SELECT count() FROM {store.table('queries')} FINAL WHERE tenant = {{t:String}}",
+                            t) == [(8,)]
+    assert (total(release="r1"), total(release="r2"), total(text="question"), total(text="GET")) == (4, 4, 8, 0)
+    assert total(since=T0 + timedelta(hours=5), until=T0 + timedelta(hours=7)) == 2  # not trace 1's HTTP root
+    assert (total(mode="fabrication"), total(mode="ok"), total(release="r2", mode="ok")) == (1, 7, 4)
+    assert [r.trace_id for r in list_traces(store, TraceListQuery(tenant=tenant, manifest_id=MANIFEST,
+                                                                  mode="fabrication")).rows] == [tid[2]]
+
+    by_confidence = [tid[i] for i in (2, 0, 1, 3, 4, 6, 7, 5)]
+    assert _page(store, tenant, sort="confidence", descending=False) == by_confidence
+    assert _page(store, tenant, sort="confidence", descending=True) == by_confidence[::-1]
+    assert store.query_rows(f"SELECT trace_id FROM {store.table('labels')} FINAL WHERE tenant = {{t:String}} "
+                            "AND manifest_id = {m:String} ORDER BY confidence", t) == [(i,) for i in by_confidence]
+    page = list_traces(store, TraceListQuery(tenant=tenant, manifest_id=MANIFEST, sort="confidence",
+                                             descending=False, release="r2"))
+    assert [r.trace_id for r in page.rows] == [tid[i] for i in (4, 6, 7, 5)] and page.total == 4
+    assert page.rows[-1].confidence == 0.95 and page.rows[-1].failure_mode == "ok"
+    fab = list_traces(store, TraceListQuery(tenant=tenant, manifest_id=MANIFEST, sort="confidence", mode="fabrication"))
+    assert [(r.trace_id, r.confidence) for r in fab.rows] == [(tid[2], 0.05)] and fab.total == 1
+
+    series = dashboard_series(store, tenant=tenant, manifest_id=MANIFEST, bucket="day")
+    got = [(b.release, b.n, b.modes["fabrication"].k, b.modes["ok"].k, b.gold_in_context.k, b.gold_in_context.n,
+            b.groundedness.value) for b in series.buckets]
+    assert got == [("r1", 4, 1, 3, 3, 4, pytest.approx(0.375)), ("r2", 4, 0, 4, 4, 4, pytest.approx(0.5))]
+    oracle = store.query_rows(
+        "SELECT release, count(), countIf(failure_mode = 'fabrication'), countIf(failure_mode = 'ok'), "
+        f"countIf(gold_in_context), count(gold_in_context), avg(groundedness) FROM {store.table('labels')} FINAL "
+        "WHERE tenant = {t:String} AND manifest_id = {m:String} GROUP BY release ORDER BY release", t)
+    assert got == [tuple(r) for r in oracle]
 
 
 def test_the_traces_page_over_http(client: TestClient, store: Store, tenant: str,

@@ -2,7 +2,8 @@
 abstention rate, gold-in-context and groundedness, each with its n and a 95% interval.
 
 One labeller manifest at a time (labels of different manifests are never pooled). The engine
-aggregates (one GROUP BY over the ``labels`` table); Python only turns counts into intervals:
+aggregates (one GROUP BY over the newest version of each trace's label, decided per key without
+``FINAL``: `ragtrace_store.labels.newest_labels_sql`); Python only turns counts into intervals:
 
 * rates are k of n with Wilson score intervals (`ragtrace_review.agreement.wilson`), well-behaved
   at 0 and n. The denominators differ on purpose: failure modes count the labelled traces that
@@ -25,6 +26,7 @@ from statistics import NormalDist
 from ragtrace_review.agreement import wilson
 from ragtrace_review.errors import ReviewError
 from ragtrace_store import FAILURE_MODES, FailureMode, Store, TraceFilter, as_utc
+from ragtrace_store.labels import newest_labels_sql
 
 __all__ = ["BUCKETS", "Bucket", "Mean", "Rate", "Series", "dashboard_series"]
 
@@ -133,7 +135,7 @@ def dashboard_series(store: Store, *, tenant: str, manifest_id: str | None, rele
         "countIf(generation != ''), countIf(generation = 'abstained'), "
         "countIf(isNotNull(gold_in_context)), countIf(gold_in_context = true), "
         "count(groundedness), avg(groundedness), stddevSamp(groundedness) "
-        f"FROM {labels} FINAL WHERE {' AND '.join(where)} GROUP BY release, b ORDER BY release, b", params)
+        f"FROM ({newest_labels_sql(store, where)}) GROUP BY release, b ORDER BY release, b", params)
     out = []
     nm = len(FAILURE_MODES) + 1
     for row in rows:

@@ -25,7 +25,8 @@ from typing import Any
 
 from ragtrace_review.errors import ReviewError
 from ragtrace_store import FAILURE_MODES, GENERATION_VERDICTS, FailureMode, Store, TraceFilter, as_utc
-from ragtrace_store.roots import rows_of, winners_sql
+from ragtrace_store.labels import newest_labels_sql
+from ragtrace_store.roots import rows_of, window_band, winners_sql
 from ragtrace_store.traces import SDK_ROOT_PRIORITY, query_condition
 
 __all__ = ["SORTS", "ManifestInfo", "TraceListQuery", "TracePage", "TraceRow", "filter_options",
@@ -210,6 +211,8 @@ def filter_options(store: Store, tenant: str) -> dict[str, list[str]]:
 # --- the listing ---------------------------------------------------------------------------------------
 #: the winning root row's columns a listing reads (`ragtrace_store.roots.winners_sql`)
 _ROW_COLUMNS = ("service", "release", "route", "start_time", "root_priority", "kind", "query")
+#: what a count needs of it: the query text only for a text search (it is most of the row)
+_COUNT_COLUMNS = _ROW_COLUMNS[:-1]
 #: roots the ragtrace SDK did not mark: only these need `query_condition`'s look at their spans
 _NOT_SDK = f"root_priority NOT IN (0, {SDK_ROOT_PRIORITY})"
 
@@ -239,23 +242,37 @@ def list_traces(store: Store, q: TraceListQuery) -> TracePage:
         lwhere.append("isNull(gold_in_context)" if q.gold_in_context == "unknown"
                       else "gold_in_context = {gic:Bool}")
         params["gic"] = q.gold_in_context == "yes"
-    queries, labels = store.table("queries"), store.table("labels")
-    label_set = f"SELECT trace_id FROM {labels} FINAL WHERE {' AND '.join(lwhere)}"
-    if q.label_filtered:
-        rwhere.append(f"trace_id IN ({label_set})")
+    queries = store.table("queries")
+    # each (manifest, trace)'s newest label that passes the label filters (what `labels FINAL` kept)
+    newest = newest_labels_sql(store, lwhere)
     # the roots that are queries, as read_traces decides it (not a retriever called on its own),
-    # asking the spans only about the roots the SDK did not mark
-    is_query = query_condition(store, flt, among=f"SELECT trace_id FROM {queries} WHERE tenant = {{tenant:String}} "
+    # asking the spans only about the roots the SDK did not mark among those matching the filters
+    # (a winning row that matches them is one of these)
+    is_query = query_condition(store, flt, among=f"SELECT trace_id FROM {queries} WHERE {' AND '.join(rwhere)} "
                                                  f"AND {_NOT_SDK}")
+    columns = _ROW_COLUMNS if q.text else _COUNT_COLUMNS
     if q.sort == "time":
-        total = int(store.query_rows(f"SELECT count() FROM {queries} FINAL WHERE {' AND '.join([*rwhere, is_query])}",
-                                     params)[0][0])
+        if q.label_filtered:
+            rwhere.append(f"trace_id IN (SELECT trace_id FROM ({newest}))")
+        # the traces whose winning root row matches (`ragtrace_store.roots`), not `queries FINAL`:
+        # a filter on a row's values reads all rows of the traces with a matching row (within
+        # ROOT_SPREAD of a time window, as `count_traces` does); without one, the condition is on
+        # the trace id alone and holds for every row of a trace
+        by_value = (q.service, q.release, q.route, q.since, q.until, q.text) != (None,) * 6
+        traces = (["tenant = {tenant:String}", rows_of(store, rwhere), *window_band(flt)] if by_value
+                  else rwhere)
+        total = int(store.query_rows(
+            f"SELECT count() FROM ({winners_sql(store, columns, traces)}) "
+            f"WHERE {' AND '.join([*rwhere, is_query])}", params)[0][0])
         keyed = _time_page(store, q, rwhere, params)
     else:
         none = _NO_CONFIDENCE_DESC if q.descending else _NO_CONFIDENCE_ASC
-        lwhere.append(f"trace_id IN (SELECT trace_id FROM {queries} FINAL WHERE {' AND '.join([*rwhere, is_query])})")
-        page_sql = (f"SELECT trace_id, ifNull(confidence, {none}) AS ck FROM {labels} FINAL "
-                    f"WHERE {' AND '.join(lwhere)}")
+        # the labelled traces whose winning root row matches the filters: decided from all rows of
+        # exactly the labelled traces (a condition on the trace id), whatever the filters
+        labelled = f"SELECT trace_id FROM ({newest})"
+        winners = winners_sql(store, columns, ["tenant = {tenant:String}", f"trace_id IN ({labelled})"])
+        page_sql = (f"SELECT trace_id, ifNull(confidence, {none}) AS ck FROM ({newest}) "
+                    f"WHERE trace_id IN (SELECT trace_id FROM ({winners}) WHERE {' AND '.join([*rwhere, is_query])})")
         total = int(store.query_rows(f"SELECT count() FROM ({page_sql})", params)[0][0])
         if q.cursor:
             key, after = _decode_cursor(q.cursor, "confidence", q.descending)

@@ -71,6 +71,7 @@ __all__ = [
     "RetrievalRecord",
     "ScoreBasis",
     "label_row",
+    "newest_labels_sql",
     "read_label_columns",
     "read_label_lines",
     "read_labels",
@@ -612,16 +613,11 @@ def read_label_columns(store: Store, columns: Sequence[str], *, tenant: str, man
     if manifest_id is not None:
         where.append("manifest_id = {manifest_id:String}")
         params["manifest_id"] = manifest_id
-    table = store.table("labels")
 
     def sql(conds: list[str]) -> str:
-        cond = " AND ".join(conds)
-        # the newest version of each (manifest, trace) among the rows of the keys that match (by the
-        # table's key, so only those rows are read; no FINAL), and the filters on that version
         return (f"SELECT {', '.join(columns)} FROM (SELECT *, max(labelled_at) OVER (PARTITION BY manifest_id) "
-                f"AS newest FROM (SELECT * FROM {table} WHERE tenant = {{tenant:String}} AND (manifest_id, trace_id) "
-                f"IN (SELECT manifest_id, trace_id FROM {table} WHERE {cond}) ORDER BY labelled_at DESC LIMIT 1 BY "
-                f"manifest_id, trace_id) WHERE {cond}) ORDER BY newest DESC, manifest_id, trace_time, trace_id")
+                f"AS newest FROM ({newest_labels_sql(store, conds)})) "
+                "ORDER BY newest DESC, manifest_id, trace_time, trace_id")
 
     if trace_ids is None:
         return store.query_rows(sql(where), params)
@@ -631,6 +627,23 @@ def read_label_columns(store: Store, columns: Sequence[str], *, tenant: str, man
         rows += store.query_rows(sql([*where, "trace_id IN {ids:Array(String)}"]),
                                  {**params, "ids": ids[i : i + _READ_CHUNK]})
     return rows
+
+
+def newest_labels_sql(store: Store, where: Sequence[str]) -> str:
+    """A subquery of the ``labels`` rows that are the newest version (``labelled_at``) of their
+    (manifest, trace) and match ``where`` (SQL conditions over the table's columns, the tenant's
+    ``tenant = {tenant:String}`` among them): what ``labels FINAL WHERE ...`` returns, without
+    merging every part of the table at read time.
+
+    The keys with a row matching ``where`` come first; only those keys' rows are read (by the
+    table's key), their newest version kept (``LIMIT 1 BY``) and ``where`` applied to it, so an
+    older version that matches never stands for a key whose newest does not. Unlike ``FINAL``
+    (which collapses within a monthly partition) this also holds across partitions."""
+    table, cond = store.table("labels"), " AND ".join(where)
+    # `*` leaves out MATERIALIZED columns: groundedness (0007_web.sql) is named
+    return (f"SELECT * FROM (SELECT *, groundedness FROM {table} WHERE tenant = {{tenant:String}} "
+            f"AND (manifest_id, trace_id) IN (SELECT manifest_id, trace_id FROM {table} WHERE {cond}) "
+            f"ORDER BY labelled_at DESC LIMIT 1 BY manifest_id, trace_id) WHERE {cond}")
 
 
 def _from_row(tenant: str, row: Sequence[Any]) -> LabelRecord:
