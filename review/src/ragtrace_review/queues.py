@@ -41,6 +41,7 @@ from ragtrace_store import (
     read_labels,
     utc_now,
 )
+from ragtrace_store.labels import newest_labels_sql
 
 LEASE = timedelta(minutes=30)
 _ASSIGN_LOCK = threading.Lock()
@@ -157,10 +158,11 @@ def _other_manifest_modes(store: Store, tenant: str, trace_ids: Sequence[str],
                           manifest_ids: set[str]) -> dict[str, set[str]]:
     if not trace_ids:
         return {}
+    # each other manifest's newest label of these traces, decided per key (no FINAL over labels)
+    newest = newest_labels_sql(store, ["tenant = {tenant:String}", "trace_id IN {ids:Array(String)}",
+                                       "manifest_id NOT IN {ms:Array(String)}"])
     rows = store.query_rows(
-        f"SELECT trace_id, failure_mode FROM {store.table('labels')} FINAL "
-        "WHERE tenant = {tenant:String} AND trace_id IN {ids:Array(String)} "
-        "AND manifest_id NOT IN {ms:Array(String)}",
+        f"SELECT trace_id, failure_mode FROM ({newest})",
         {"tenant": tenant, "ids": list(trace_ids), "ms": sorted(manifest_ids)},
     )
     modes: dict[str, set[str]] = {}

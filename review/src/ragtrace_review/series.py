@@ -128,6 +128,9 @@ def dashboard_series(store: Store, *, tenant: str, manifest_id: str | None, rele
         raise ReviewError(f"the labelled traces span {(as_utc(last) - as_utc(first)).days} days: more than "
                           f"{MAX_BUCKETS} {bucket}s; choose bucket=day or a shorter window (since/until)")
     interval = "INTERVAL 1 DAY" if bucket == "day" else "INTERVAL 1 HOUR"
+    # the manifest's labels, the newest version of each; release, service and time filter that version
+    keys = ["tenant = {tenant:String}", "manifest_id = {manifest:String}"]
+    newest = newest_labels_sql(store, keys, [c for c in where if c not in keys])
     # fixed names from the labels contract, not input
     modes = ", ".join(f"countIf(failure_mode = '{m}')" for m in (*FAILURE_MODES, FailureMode.INCOMPLETE.value))
     rows = store.query_rows(
@@ -135,7 +138,7 @@ def dashboard_series(store: Store, *, tenant: str, manifest_id: str | None, rele
         "countIf(generation != ''), countIf(generation = 'abstained'), "
         "countIf(isNotNull(gold_in_context)), countIf(gold_in_context = true), "
         "count(groundedness), avg(groundedness), stddevSamp(groundedness) "
-        f"FROM ({newest_labels_sql(store, where)}) GROUP BY release, b ORDER BY release, b", params)
+        f"FROM ({newest}) GROUP BY release, b ORDER BY release, b", params)
     out = []
     nm = len(FAILURE_MODES) + 1
     for row in rows:

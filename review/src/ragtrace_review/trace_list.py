@@ -211,8 +211,6 @@ def filter_options(store: Store, tenant: str) -> dict[str, list[str]]:
 # --- the listing ---------------------------------------------------------------------------------------
 #: the winning root row's columns a listing reads (`ragtrace_store.roots.winners_sql`)
 _ROW_COLUMNS = ("service", "release", "route", "start_time", "root_priority", "kind", "query")
-#: what a count needs of it: the query text only for a text search (it is most of the row)
-_COUNT_COLUMNS = _ROW_COLUMNS[:-1]
 #: roots the ragtrace SDK did not mark: only these need `query_condition`'s look at their spans
 _NOT_SDK = f"root_priority NOT IN (0, {SDK_ROOT_PRIORITY})"
 
@@ -244,13 +242,16 @@ def list_traces(store: Store, q: TraceListQuery) -> TracePage:
         params["gic"] = q.gold_in_context == "yes"
     queries = store.table("queries")
     # each (manifest, trace)'s newest label that passes the label filters (what `labels FINAL` kept)
-    newest = newest_labels_sql(store, lwhere)
+    newest = newest_labels_sql(store, lwhere[:2], lwhere[2:])  # keys: the tenant and the manifest
     # the roots that are queries, as read_traces decides it (not a retriever called on its own),
     # asking the spans only about the roots the SDK did not mark among those matching the filters
     # (a winning row that matches them is one of these)
     is_query = query_condition(store, flt, among=f"SELECT trace_id FROM {queries} WHERE {' AND '.join(rwhere)} "
                                                  f"AND {_NOT_SDK}")
-    columns = _ROW_COLUMNS if q.text else _COUNT_COLUMNS
+    # what the filters and query_condition read of a winning row (the fewer, the faster the count)
+    columns = ["root_priority", "kind", *(c for c, v in (("service", q.service), ("release", q.release),
+                                                        ("route", q.route)) if v is not None)]
+    columns += ["start_time"] * (q.since is not None or q.until is not None) + ["query"] * bool(q.text)
     if q.sort == "time":
         if q.label_filtered:
             rwhere.append(f"trace_id IN (SELECT trace_id FROM ({newest}))")
@@ -262,7 +263,7 @@ def list_traces(store: Store, q: TraceListQuery) -> TracePage:
         traces = (["tenant = {tenant:String}", rows_of(store, rwhere), *window_band(flt)] if by_value
                   else rwhere)
         total = int(store.query_rows(
-            f"SELECT count() FROM ({winners_sql(store, columns, traces)}) "
+            f"SELECT count() FROM ({winners_sql(store, columns, traces, by_sort=True)}) "
             f"WHERE {' AND '.join([*rwhere, is_query])}", params)[0][0])
         keyed = _time_page(store, q, rwhere, params)
     else:
@@ -270,7 +271,8 @@ def list_traces(store: Store, q: TraceListQuery) -> TracePage:
         # the labelled traces whose winning root row matches the filters: decided from all rows of
         # exactly the labelled traces (a condition on the trace id), whatever the filters
         labelled = f"SELECT trace_id FROM ({newest})"
-        winners = winners_sql(store, columns, ["tenant = {tenant:String}", f"trace_id IN ({labelled})"])
+        winners = winners_sql(store, columns, ["tenant = {tenant:String}", f"trace_id IN ({labelled})"],
+                              by_sort=True)
         page_sql = (f"SELECT trace_id, ifNull(confidence, {none}) AS ck FROM ({newest}) "
                     f"WHERE trace_id IN (SELECT trace_id FROM ({winners}) WHERE {' AND '.join([*rwhere, is_query])})")
         total = int(store.query_rows(f"SELECT count() FROM ({page_sql})", params)[0][0])

@@ -79,15 +79,20 @@ def trace_page_view(store: Store, *, tenant: str, trace_id: str, manifest_id: st
     params = {"tenant": tenant, "t": trace_id, "q": trace.query_id if trace else ""}
     feedback = tuple(Feedback(None if s is None else float(s), str(c), as_utc(at) if at else None)
                      for s, c, at in store.query_rows(
-                         f"SELECT score, comment, added_at FROM {store.table('feedback')} FINAL "
-                         "WHERE tenant = {tenant:String} AND (trace_id = {t:String} OR "
-                         "(trace_id = '' AND query_id != '' AND query_id = {q:String})) ORDER BY added_at", params))
+                         # the newest version of each feedback key (what FINAL keeps), by key; a
+                         # tuple, so a NULL score is kept as the newest version's, not skipped
+                         "SELECT w.1, w.2, at FROM (SELECT argMax(tuple(score, comment), added_at) AS w, "
+                         f"max(added_at) AS at FROM {store.table('feedback')} WHERE tenant = {{tenant:String}} "
+                         "AND (trace_id = {t:String} OR (trace_id = '' AND query_id != '' AND query_id = {q:String})) "
+                         "GROUP BY trace_id, query_id, span_id) ORDER BY at", params))
     # which source each gold document came from: the same rule read_traces applies (gold keyed by
     # this trace wins over gold keyed by its query id)
     gold_rows = store.query_rows(
-        f"SELECT trace_id, doc_id, relevance, source FROM {store.table('gold')} FINAL WHERE tenant = {{tenant:String}} "
-        "AND relevance > 0 AND (trace_id = {t:String} OR (trace_id = '' AND query_id != '' AND query_id = {q:String})) "
-        "ORDER BY source, doc_id", params)
+        # the newest judgement of each (source, query, trace, document) decides, as in read_traces
+        "SELECT trace_id, doc_id, rel, source FROM (SELECT source, query_id, trace_id, doc_id, "
+        f"argMax(relevance, added_at) AS rel FROM {store.table('gold')} WHERE tenant = {{tenant:String}} "
+        "AND (trace_id = {t:String} OR (trace_id = '' AND query_id != '' AND query_id = {q:String})) "
+        "GROUP BY source, query_id, trace_id, doc_id) WHERE rel > 0 ORDER BY source, doc_id", params)
     by_trace = [r for r in gold_rows if r[0]]
     gold = tuple(GoldDoc(str(d), int(rel), str(src)) for _, d, rel, src in (by_trace or gold_rows))
     return TracePageView(

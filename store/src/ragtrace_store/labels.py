@@ -614,9 +614,15 @@ def read_label_columns(store: Store, columns: Sequence[str], *, tenant: str, man
         where.append("manifest_id = {manifest_id:String}")
         params["manifest_id"] = manifest_id
 
+    table = store.table("labels")
+
     def sql(conds: list[str]) -> str:
+        # the keys with a row that matches (by the table's key, so only their rows are read), then
+        # the newest version of each and the filters on it
+        keys = ["tenant = {tenant:String}",
+                f"(manifest_id, trace_id) IN (SELECT manifest_id, trace_id FROM {table} WHERE {' AND '.join(conds)})"]
         return (f"SELECT {', '.join(columns)} FROM (SELECT *, max(labelled_at) OVER (PARTITION BY manifest_id) "
-                f"AS newest FROM ({newest_labels_sql(store, conds)})) "
+                f"AS newest FROM ({newest_labels_sql(store, keys, conds)})) "
                 "ORDER BY newest DESC, manifest_id, trace_time, trace_id")
 
     if trace_ids is None:
@@ -629,21 +635,20 @@ def read_label_columns(store: Store, columns: Sequence[str], *, tenant: str, man
     return rows
 
 
-def newest_labels_sql(store: Store, where: Sequence[str]) -> str:
+def newest_labels_sql(store: Store, keys: Sequence[str], values: Sequence[str] = ()) -> str:
     """A subquery of the ``labels`` rows that are the newest version (``labelled_at``) of their
-    (manifest, trace) and match ``where`` (SQL conditions over the table's columns, the tenant's
-    ``tenant = {tenant:String}`` among them): what ``labels FINAL WHERE ...`` returns, without
-    merging every part of the table at read time.
+    (manifest, trace) and match the conditions: what ``labels FINAL WHERE ...`` returns, without
+    merging every part of the table at read time (and across monthly partitions too).
 
-    The keys with a row matching ``where`` come first; only those keys' rows are read (by the
-    table's key), their newest version kept (``LIMIT 1 BY``) and ``where`` applied to it, so an
-    older version that matches never stands for a key whose newest does not. Unlike ``FINAL``
-    (which collapses within a monthly partition) this also holds across partitions."""
-    table, cond = store.table("labels"), " AND ".join(where)
+    ``keys`` (the tenant's ``tenant = {tenant:String}`` among them) are conditions on the key
+    (tenant, manifest, trace id: a manifest, a list of ids, a set of keys), so they hold for every
+    version of a key or for none and only those keys' rows are read; ``values`` are conditions on
+    what a version says (a failure mode, a release, a time), applied to the newest version only, so
+    an older version that matches never stands for a key whose newest does not."""
+    inner = (f"SELECT *, groundedness FROM {store.table('labels')} WHERE {' AND '.join(keys)} "
+             "ORDER BY labelled_at DESC LIMIT 1 BY manifest_id, trace_id")
     # `*` leaves out MATERIALIZED columns: groundedness (0007_web.sql) is named
-    return (f"SELECT * FROM (SELECT *, groundedness FROM {table} WHERE tenant = {{tenant:String}} "
-            f"AND (manifest_id, trace_id) IN (SELECT manifest_id, trace_id FROM {table} WHERE {cond}) "
-            f"ORDER BY labelled_at DESC LIMIT 1 BY manifest_id, trace_id) WHERE {cond}")
+    return f"SELECT * FROM ({inner})" + (f" WHERE {' AND '.join(values)}" if values else "")
 
 
 def _from_row(tenant: str, row: Sequence[Any]) -> LabelRecord:
