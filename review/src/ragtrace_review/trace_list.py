@@ -252,29 +252,23 @@ def list_traces(store: Store, q: TraceListQuery) -> TracePage:
     columns = ["root_priority", "kind", *(c for c, v in (("service", q.service), ("release", q.release),
                                                         ("route", q.route)) if v is not None)]
     columns += ["start_time"] * (q.since is not None or q.until is not None) + ["query"] * bool(q.text)
+    if q.sort == "time" and q.label_filtered:
+        rwhere.append(f"trace_id IN (SELECT trace_id FROM ({newest}))")
+    # the traces whose winning root row matches (`ragtrace_store.roots`), not `queries FINAL`: a
+    # filter on a row's values reads all rows of the traces with a matching row (within ROOT_SPREAD
+    # of a time window, as `count_traces` does); without one, the conditions are on the trace id
+    # alone and hold for every row of a trace
+    by_value = (q.service, q.release, q.route, q.since, q.until, q.text) != (None,) * 6
+    traces = ["tenant = {tenant:String}", rows_of(store, rwhere), *window_band(flt)] if by_value else rwhere
+    matching = (f"SELECT trace_id FROM ({winners_sql(store, columns, traces, by_sort=True)}) "
+                f"WHERE {' AND '.join([*rwhere, is_query])}")
     if q.sort == "time":
-        if q.label_filtered:
-            rwhere.append(f"trace_id IN (SELECT trace_id FROM ({newest}))")
-        # the traces whose winning root row matches (`ragtrace_store.roots`), not `queries FINAL`:
-        # a filter on a row's values reads all rows of the traces with a matching row (within
-        # ROOT_SPREAD of a time window, as `count_traces` does); without one, the condition is on
-        # the trace id alone and holds for every row of a trace
-        by_value = (q.service, q.release, q.route, q.since, q.until, q.text) != (None,) * 6
-        traces = (["tenant = {tenant:String}", rows_of(store, rwhere), *window_band(flt)] if by_value
-                  else rwhere)
-        total = int(store.query_rows(
-            f"SELECT count() FROM ({winners_sql(store, columns, traces, by_sort=True)}) "
-            f"WHERE {' AND '.join([*rwhere, is_query])}", params)[0][0])
+        total = int(store.query_rows(f"SELECT count() FROM ({matching})", params)[0][0])
         keyed = _time_page(store, q, rwhere, params)
     else:
         none = _NO_CONFIDENCE_DESC if q.descending else _NO_CONFIDENCE_ASC
-        # the labelled traces whose winning root row matches the filters: decided from all rows of
-        # exactly the labelled traces (a condition on the trace id), whatever the filters
-        labelled = f"SELECT trace_id FROM ({newest})"
-        winners = winners_sql(store, columns, ["tenant = {tenant:String}", f"trace_id IN ({labelled})"],
-                              by_sort=True)
         page_sql = (f"SELECT trace_id, ifNull(confidence, {none}) AS ck FROM ({newest}) "
-                    f"WHERE trace_id IN (SELECT trace_id FROM ({winners}) WHERE {' AND '.join([*rwhere, is_query])})")
+                    f"WHERE trace_id IN ({matching})")
         total = int(store.query_rows(f"SELECT count() FROM ({page_sql})", params)[0][0])
         if q.cursor:
             key, after = _decode_cursor(q.cursor, "confidence", q.descending)
