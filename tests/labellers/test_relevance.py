@@ -130,3 +130,24 @@ def test_the_query_names_and_numbers_are_matched_whole() -> None:
     # a number in the query must be stated too; a query naming nothing has no specificity
     assert specificity("Which firm was founded in 1923?", features("The firm was founded in 1960.")) == 0.0
     assert specificity("which firm makes glass?", features("The firm makes glass.")) is None
+
+
+def test_reader_weights_are_hashed_once_per_reader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The manifest carries the GGUF file's hash; the audit asks for manifests per batch, so the
+    ~100 MB file is read once per reader, not per call."""
+    from ragtrace_evaluator.labellers import erag
+
+    weights = tmp_path / "model.gguf"
+    weights.write_bytes(b"not really weights")
+    calls: list[Path] = []
+    real = erag.file_digest
+
+    def counting(path: Path, limit: int | None = None) -> str:
+        calls.append(path)
+        return real(path, limit)
+
+    monkeypatch.setattr(erag, "file_digest", counting)
+    reader = CausalLMReader(tmp_path, gguf_file="model.gguf")
+    first = ERAGRelevance(reader).manifest()
+    assert ERAGRelevance(reader).manifest() == first and reader.manifest()["file_hash"] == first["file_hash"]
+    assert first["file_hash"] == real(weights) and calls == [weights]

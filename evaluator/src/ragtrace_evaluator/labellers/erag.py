@@ -20,6 +20,7 @@ import string
 import threading
 from collections import Counter
 from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -104,10 +105,14 @@ class CausalLMReader:
             self._tok.pad_token = self._tok.eos_token
         self._torch = torch
 
-    def manifest(self) -> dict[str, Any]:
+    @cached_property
+    def _weights_hash(self) -> str | None:
+        # hashed once per reader: the GGUF file is ~100 MB, and the audit asks for manifests often
         weights = Path(self.model) / self.gguf_file if self.gguf_file else None
-        return {"model_id": self.model, "gguf_file": self.gguf_file,
-                "file_hash": file_digest(weights) if weights is not None and weights.exists() else None,
+        return file_digest(weights) if weights is not None and weights.exists() else None
+
+    def manifest(self) -> dict[str, Any]:
+        return {"model_id": self.model, "gguf_file": self.gguf_file, "file_hash": self._weights_hash,
                 "max_new_tokens": self.max_new_tokens, "decoding": "greedy"}
 
     def _prompt(self, query: str, context: str) -> Any:
