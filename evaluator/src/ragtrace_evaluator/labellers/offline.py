@@ -68,6 +68,7 @@ from ragtrace_evaluator.labellers.protocol import (
     ClaimVerdictName,
     GroundingResult,
     Passage,
+    answer_verdict,
     no_claim_result,
 )
 from ragtrace_evaluator.labellers.support_model import SupportModel, load_artefact, measured_record
@@ -439,19 +440,12 @@ class OfflineGroundingLabeller:
         """Answer-level label: contradicted if any claim is, entailed if all are, else neutral; score
         = the weakest claim's entailment (a calibrated P(answer supported)); confidence = the
         probability that the verdict is right."""
-        names = [c.verdict for c in verdicts]
-        verdict: Any
-        if "contradicted" in names:
-            verdict = "contradicted"
-        elif all(n == "entailed" for n in names):
-            verdict = "entailed"
-        else:
-            verdict = "neutral"
+        verdict = answer_verdict(verdicts)
         score = min(c.entailment for c in verdicts)
         confidence = score if verdict == "entailed" else 1.0 - score
         return GroundingResult(verdict=verdict, claims=tuple(verdicts),
-                               groundedness=names.count("entailed") / len(names), abstained=False,
-                               confidence=round(confidence, 6), kind="claims")
+                               groundedness=sum(c.verdict == "entailed" for c in verdicts) / len(verdicts),
+                               abstained=False, confidence=round(confidence, 6), kind="claims")
 
     def judge(self, answer: str, passages: Sequence[Passage]) -> GroundingResult:
         return self.judge_many([(answer, passages)])[0]

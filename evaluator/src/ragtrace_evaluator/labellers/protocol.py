@@ -82,24 +82,26 @@ def no_claim_result(kind: AnswerKind) -> GroundingResult:
                            abstained=abstained, confidence=NO_CLAIM_CONFIDENCE[kind], kind=kind)
 
 
+def answer_verdict(claims: Sequence[ClaimVerdict]) -> GenerationVerdict:
+    """The answer's verdict from its claims': contradicted if any claim is, entailed if all are,
+    else neutral."""
+    names = [c.verdict for c in claims]
+    if "contradicted" in names:
+        return "contradicted"
+    return "entailed" if all(n == "entailed" for n in names) else "neutral"
+
+
 def aggregate_claims(claims: Sequence[ClaimVerdict], support_threshold: float = 0.5) -> GroundingResult:
     """Answer-level label from claim verdicts: contradicted if any claim is, entailed if all are,
     else neutral; groundedness = share of entailed claims; confidence = the least confident claim's
     ``|entailment − threshold|`` rescaled to [0, 1]."""
     if not claims:
         return no_claim_result("generic")
-    names = [c.verdict for c in claims]
-    verdict: GenerationVerdict
-    if "contradicted" in names:
-        verdict = "contradicted"
-    elif all(n == "entailed" for n in names):
-        verdict = "entailed"
-    else:
-        verdict = "neutral"
+    verdict = answer_verdict(claims)
     span = max(support_threshold, 1.0 - support_threshold)
     confidence = min(min(1.0, abs(c.entailment - support_threshold) / span) for c in claims)
     return GroundingResult(verdict=verdict, claims=tuple(claims),
-                           groundedness=names.count("entailed") / len(names), abstained=False,
+                           groundedness=sum(c.verdict == "entailed" for c in claims) / len(claims), abstained=False,
                            confidence=round(confidence, 6), kind="claims")
 
 
