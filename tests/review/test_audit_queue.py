@@ -23,8 +23,8 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(list(args), capture_output=True, text=True, cwd=REPO, env=env, timeout=300, check=False)
 
 
-def test_audit_fills_a_stratified_queue(tmp_path: Path) -> None:
-    store_dir = tmp_path / "store"
+def _seed(store_dir: Path) -> None:
+    """The audit fixtures' five-mode scenario, written by a child process (the store is embedded)."""
     seed = textwrap.dedent(f"""
         from ragtrace_store import open_store
         from tests.audit.fixtures import scenario, write_traces
@@ -33,6 +33,11 @@ def test_audit_fills_a_stratified_queue(tmp_path: Path) -> None:
     """)
     proc = _run(sys.executable, "-c", seed)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_audit_fills_a_stratified_queue(tmp_path: Path) -> None:
+    store_dir = tmp_path / "store"
+    _seed(store_dir)
     proc = _run(RAGTRACE, "audit", "--store", str(store_dir), "--labeller", LABELLER, "--relevance-labeller",
                 "none", "--queue", "weekly", "--per-mode", "1", "--reviewers", "2", "--json", "-")
     assert proc.returncode == 0, proc.stderr
@@ -64,14 +69,7 @@ def test_every_trace_below_the_review_threshold_goes_to_the_queue(tmp_path: Path
     # The labeller states a review threshold (0.85) in its manifest: the audit reports, per failure
     # mode, the share labelled at or above it, and queues every trace below it, past the per-mode cap.
     store_dir = tmp_path / "store"
-    seed = textwrap.dedent(f"""
-        from ragtrace_store import open_store
-        from tests.audit.fixtures import scenario, write_traces
-        with open_store({str(store_dir)!r}) as st:
-            write_traces(st, "default", list(scenario("q").values()))
-    """)
-    proc = _run(sys.executable, "-c", seed)
-    assert proc.returncode == 0, proc.stderr
+    _seed(store_dir)
     per_trace = tmp_path / "labels.jsonl"
     proc = _run(RAGTRACE, "audit", "--store", str(store_dir), "--labeller",
                 "py:tests.audit.fixtures:make_reviewed_grounding_labeller", "--relevance-labeller", "none",
