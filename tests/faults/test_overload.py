@@ -60,11 +60,9 @@ def test_the_bytes_held_stay_under_the_bound_and_nothing_acknowledged_is_lost(tm
 
         def watch() -> None:
             while not stop.is_set():
-                # both gauges from ONE scrape: two scrapes could count a request's bytes twice,
-                # once in flight and again once queued
-                text = httpx.get(f"{url}/metrics", timeout=30).text
-                held = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                           if line.startswith(("ragtrace_inflight_bytes", "ragtrace_queue_bytes")))
+                # the collector's own total, read under its admission lock: summing the in-flight and
+                # queue gauges (read one after the other) could count a request twice as it moved
+                held = metric(url, "ragtrace_held_bytes")
                 peak["held"] = max(peak["held"], held)
 
         def send(k: int) -> None:

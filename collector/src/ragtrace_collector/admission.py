@@ -35,7 +35,10 @@ class Admission:
         return self._bodies
 
     def held(self) -> int:
-        return self._bodies + self.queued()
+        """Bodies plus queued rows, read together under the admission lock (two separate gauges
+        can count a request twice as its rows move from its body to the queue)."""
+        with self._lock:
+            return self._bodies + self.queued()
 
     def fits(self, nbytes: int) -> bool:
         """Whether a request of ``nbytes`` (its Content-Length; 0 when unknown) may start now."""

@@ -97,6 +97,8 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
     admission = Admission(settings.max_inflight_bytes, lambda: writer.held_bytes)
     metrics.gauge("ragtrace_inflight_bytes", "request bodies being received or decoded, bytes",
                   lambda: admission.bodies)
+    metrics.gauge("ragtrace_held_bytes", "bodies plus queued rows, the total --max-inflight-bytes bounds, bytes",
+                  admission.held)
     # At most this many requests decode at once (their working set is a few times the body); the
     # others wait in the executor's queue, holding only their body, not a thread. Always the same
     # few threads, so the allocator keeps freed decode memory in as few arenas.
