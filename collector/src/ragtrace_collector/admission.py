@@ -9,6 +9,10 @@ outgrow the bound while their bodies arrive; the chunk that does not fit is refu
 so the bound holds. One request always fits when nothing else is held, so the largest allowed
 body (at most the bound, `CollectorSettings` checks) can always get through.
 
+A decoded request's rows are charged with `take` too before they are spooled (429 when they do
+not fit), and `to_queue` moves that charge to the writer's queue under the admission lock, so
+`held` never counts the same rows twice nor misses them while they change hands.
+
 The decode of a body (parse, walk, spool compression) needs a few times its size on top; at most
 `decode_slots` requests decode at once, so that part is bounded by the largest bodies times the
 slots, not by the number of clients.
@@ -55,6 +59,14 @@ class Admission:
                 return False
             self._bodies += nbytes
             return True
+
+    def to_queue(self, nbytes: int, enqueue: Callable[[], None]) -> None:
+        """Hand ``nbytes`` a request has charged (its decoded rows) to the writer's queue: ``enqueue``
+        adds them to what ``queued`` counts, and runs under this lock so that `held`, `fits` and
+        `take` see the rows exactly once. If ``enqueue`` raises, the request still holds them."""
+        with self._lock:
+            enqueue()
+            self._bodies -= nbytes
 
     def give_back(self, nbytes: int) -> None:
         with self._lock:

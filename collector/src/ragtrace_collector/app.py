@@ -200,8 +200,8 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
                     pool.run, body, ctype, request.headers.get("content-encoding"), tenant, received_ms,
                     settings.max_body_bytes, writer.written_passages))
                 del body  # decoded: what is left of it is the spool's compressed copy
-                rejected, message = await run_in_threadpool(_ingest, writer, rows, spooled, tenant, received_ms,
-                                                            metrics)
+                rejected, message = await run_in_threadpool(_ingest, writer, admission, size, rows, spooled, tenant,
+                                                            received_ms, metrics)
             except OtlpError as exc:
                 return _refuse(metrics, mt, exc.status, exc.reason)
             except Backpressure as exc:
@@ -288,11 +288,29 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
     return app
 
 
-def _ingest(writer: Writer, rows: Rows, spooled: bytes, tenant: str, received_ms: int,
-            metrics: Metrics) -> tuple[int, str]:
-    """Spool and queue decoded rows. Runs in a worker thread; returns (rejected spans, message)."""
+def _ingest(writer: Writer, admission: Admission, body_bytes: int, rows: Rows, spooled: bytes, tenant: str,
+            received_ms: int, metrics: Metrics) -> tuple[int, str]:
+    """Spool and queue decoded rows. Runs in a worker thread; returns (rejected spans, message).
+    The rows are charged to the request (which still holds its ``body_bytes``) before they are
+    spooled, and the charge passes to the writer's queue as they are queued: what the collector
+    holds stays under --max-inflight-bytes while a request changes from body to rows."""
     if rows.spans:
-        writer.submit(tenant, received_ms, spooled, rows)
+        if not admission.take(rows.nbytes, body_bytes):
+            raise Backpressure(429, 1, f"the collector holds {admission.held()} bytes; the {rows.nbytes} bytes of "
+                                       f"rows decoded from this request would exceed its limit of {admission.limit} "
+                                       "(RAGTRACE_MAX_INFLIGHT_BYTES): retry after the Retry-After seconds")
+        handed = False
+
+        def hand_over(enqueue: Callable[[], None]) -> None:
+            nonlocal handed
+            admission.to_queue(rows.nbytes, enqueue)
+            handed = True
+
+        try:
+            writer.submit(tenant, received_ms, spooled, rows, enqueue_via=hand_over)
+        finally:
+            if not handed:
+                admission.give_back(rows.nbytes)
     metrics.inc("ragtrace_spans_received_total", rows.spans)
     if rows.rejected:
         metrics.inc("ragtrace_spans_rejected_total", rows.rejected)

@@ -140,9 +140,12 @@ class Writer:
                 raise Backpressure(429, 1, f"the store writer is behind ({self._held_bytes} bytes queued, "
                                            f"limit {self.queue_max_bytes}, RAGTRACE_QUEUE_MAX_BYTES)")
 
-    def submit(self, tenant: str, received_ms: int, body: bytes, rows: Rows) -> None:
+    def submit(self, tenant: str, received_ms: int, body: bytes, rows: Rows,
+               enqueue_via: Callable[[Callable[[], None]], None] | None = None) -> None:
         """Make the request durable (spool) and queue its rows. Returns when it may be acknowledged.
-        ``body`` is the request's protobuf as an LZ4 frame (see `ingest.decode_and_assemble`)."""
+        ``body`` is the request's protobuf as an LZ4 frame (see `ingest.decode_and_assemble`).
+        ``enqueue_via`` runs the final queueing step (the collector's admission hands the rows'
+        charge over to the queue inside it)."""
         self.admit(rows.nbytes)
         try:
             seg = self.spool.append(tenant, received_ms, body, lz4=True)
@@ -151,11 +154,18 @@ class Writer:
         except (SpoolError, OSError) as exc:  # closed while shutting down, disk error: not acknowledged
             raise Backpressure(503, 5, f"cannot make the request durable: {exc}") from exc
         item = _Item(rows, seg, time.monotonic(), (tenant, received_ms, body))
-        with self._cond:
-            self._queue.append(item)
-            self._queued_spans += rows.spans
-            self._held_bytes += rows.nbytes
-            self._cond.notify_all()
+
+        def enqueue() -> None:
+            with self._cond:
+                self._queue.append(item)
+                self._queued_spans += rows.spans
+                self._held_bytes += rows.nbytes
+                self._cond.notify_all()
+
+        if enqueue_via is None:
+            enqueue()
+        else:
+            enqueue_via(enqueue)
 
     def flush(self, timeout: float = 30.0) -> bool:
         """Wait until everything queued and spooled is in the store (True) or the timeout passes."""
