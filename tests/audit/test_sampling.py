@@ -10,6 +10,7 @@ import hashlib
 import math
 import random
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
@@ -145,10 +146,20 @@ def reference(rows: list[Row], staged: set[str], plan: SamplePlan, *, release: s
 
 
 @pytest.fixture(scope="module")
-def traffic(chdb_store: Any) -> tuple[str, list[Row], set[str]]:
-    tenant = f"sampling-{uuid.uuid4().hex[:8]}"
-    rows, staged = build(chdb_store, tenant, 3000, seed=15)
-    return tenant, rows, staged
+def traffic(chdb_store: Any) -> Iterator[tuple[str, list[Row], set[str]]]:
+    # Background merges stopped for the module: the duplicates must stay in their own parts (as
+    # between merges in production), and the counts of candidate rows and rounds that some tests
+    # check are those of the unmerged rows. A merge at any moment would otherwise change them.
+    tables = [chdb_store.table(t) for t in ("queries", "spans")]
+    for t in tables:
+        chdb_store.command(f"SYSTEM STOP MERGES {t}")
+    try:
+        tenant = f"sampling-{uuid.uuid4().hex[:8]}"
+        rows, staged = build(chdb_store, tenant, 3000, seed=15)
+        yield tenant, rows, staged
+    finally:
+        for t in tables:
+            chdb_store.command(f"SYSTEM START MERGES {t}")
 
 
 def ids(store: Any, tenant: str, plan: SamplePlan, **filters: Any) -> list[str]:
