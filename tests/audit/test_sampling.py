@@ -267,6 +267,30 @@ def test_python_is_handed_only_the_chosen_ids(chdb_store: Any, traffic: Any) -> 
     assert counting.received <= 1 + 2 * (3 + 2 * 20) < got.candidate_rows / 40
 
 
+def _no_rounds(*_args: Any) -> None:
+    raise AssertionError("the counted rounds ran: the one query was not used")
+
+
+@pytest.mark.parametrize("plan", [SamplePlan(rate=0.3), SamplePlan(sample=200), SamplePlan(sample=50, shard=(1, 3)),
+                                  SamplePlan(rate=1.0)], ids=repr)
+def test_one_query_and_the_rounds_choose_the_same(chdb_store: Any, traffic: Any, plan: SamplePlan,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without strata the selection is one query; over more rows than SLICE_ROWS the engine stops it
+    and the counted rounds choose instead: the same traces, filters and window either way."""
+    tenant, rows, staged = traffic
+    since, until = BASE + timedelta(hours=1), BASE + timedelta(hours=3)
+    for filters in ({}, {"release": "r2"}, {"since": since, "until": until}):
+        with monkeypatch.context() as m:
+            m.setattr(sampling, "_round", _no_rounds)
+            one = select_sample(chdb_store, TraceFilter(tenant=tenant, **filters), plan)
+        with monkeypatch.context() as m:
+            m.setattr(sampling, "SLICE_ROWS", 37)
+            many = select_sample(chdb_store, TraceFilter(tenant=tenant, **filters), plan)
+        assert many.rounds > 1  # the one query was refused: these are the rounds'
+        assert one.trace_ids == many.trace_ids == reference(rows, staged, plan, **filters)
+        assert one.candidate_rows == many.candidate_rows and one.per_stratum == many.per_stratum
+
+
 def test_the_hashes_are_pinned() -> None:
     # changing either would silently change every sample and every shard
     assert xxh64(b"0af7651916cd43dd8448eb211c80319c") == 0x82D8C03ACC9EB486

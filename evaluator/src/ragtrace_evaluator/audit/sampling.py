@@ -17,13 +17,20 @@ window, among its root rows within an hour of the window, `ragtrace_store.roots.
 only queries are sampled (`ragtrace_store.traces.query_condition`), so the sample is what
 `read_traces` then reads.
 
-Python receives only the chosen ids. The selection runs in rounds over slices of ``u``: per
-stratum, the rows of the traces whose ``u`` falls in the stratum's next slice are read (by hash,
-which the ``by_hash`` projection of migration 0005 keeps sorted), their winners decided, and the
-stratum is finished once N of them match or its slice reaches the end of the range. The first
-slice is sized from the stratum's row count to hold about 1.25 N + 20 traces, so one round
-usually does; a slice never covers more than `SLICE_ROWS` rows, which bounds the engine's memory
-whatever the traffic.
+Python receives only the chosen ids. Without strata the selection is first tried as one query
+(`_one_query`): the winners of the traces in the rate's range of ``u`` (all of it for a sample),
+within the time window's band, the first N by ``u``, and the candidates' count beside them. One
+query, because at the sizes an audit usually reads (a rate of a month, the last hour) a second
+round trip and a second planning of the same read cost as much as the read itself. Its engine
+memory is bounded by settings (at most `SLICE_ROWS` rows sorted, and as many in a set): a selection
+over more rows than that is stopped by the engine before it grows, and done in rounds instead.
+
+The rounds run over slices of ``u``: per stratum, the rows of the traces whose ``u`` falls in the
+stratum's next slice are read (by hash, which the ``by_hash`` projection of migration 0005 keeps
+sorted), their winners decided, and the stratum is finished once N of them match or its slice
+reaches the end of the range. The first slice is sized from the stratum's row count to hold about
+1.25 N + 20 traces, so one round usually does; a slice never covers more than `SLICE_ROWS` rows,
+which bounds the engine's memory whatever the traffic.
 
 Sampler versions (`SAMPLERS`; the manifest records the one used, ``sampler`` in
 `ragtrace_evaluator.manifest`):
@@ -192,6 +199,10 @@ def select_sample(store: Any, flt: TraceFilter, plan: SamplePlan) -> Sample:
     # a stratum is the tuple of its columns' values (a constant tuple when there are none)
     key = f"tuple({', '.join(strata)})" if strata else "tuple(toUInt8(0))"
     where, params = flt.conditions()
+    if not strata:
+        one = _one_query(store, sampler, flt, plan, where, params)
+        if one is not None:
+            return one
     # grouped by the columns themselves (an array key per row costs four times as much here)
     cols = ", ".join(strata)
     counts = store.query_rows(f"SELECT {cols + ', ' if strata else ''}count() FROM {store.table('queries')} "
@@ -217,6 +228,65 @@ def select_sample(store: Any, flt: TraceFilter, plan: SamplePlan) -> Sample:
     chosen = sorted(p for st in state.values() for p in st.picked)
     return Sample([t for _u, t in chosen], sum(st.rows for st in state.values()),
                   {k: st.found for k, st in state.items()}, rounds)
+
+
+#: the engine's error names for a query stopped by the limits `_one_query` sets
+_OVER_LIMIT = ("TOO_MANY_ROWS", "SET_SIZE_LIMIT_EXCEEDED")
+
+
+def _one_query(store: Any, sampler: Sampler, flt: TraceFilter, plan: SamplePlan, where: list[str],
+               params: dict[str, Any]) -> Sample | None:
+    """The selection without strata as one query, or None when the engine stopped it for reading
+    more than `SLICE_ROWS` rows (then the counted rounds choose the same traces)."""
+    t, unit = sampler.unit_type, sampler.unit
+    top = sampler.rate_top(plan.rate) if plan.rate is not None else sampler.top
+    p = {**params, "s_hi_max": top}
+    # a rate below 1 is a range of u: a condition on the trace id, so every row of its traces
+    bounds = [] if top == sampler.top else [f"{unit} <= {{s_hi_max:{t}}}"]
+    values = any(v is not None for v in (flt.service, flt.release, flt.route))
+    # Which rows decide the winners. A filter on a row's values: all rows of the traces with a
+    # matching row (`rows_of`), within the window's band if there is one. A time window alone: every
+    # root row in its band. That is the same winners (a trace whose winner is in the window has a
+    # row in it) and spares a second read of the window to find its traces first.
+    traces = [*([rows_of(store, [*where, *bounds])] if values else []), *window_band(flt), *bounds]
+    used = {c for c, v in (("service", flt.service), ("release", flt.release), ("route", flt.route)) if v is not None}
+    if flt.since is not None or flt.until is not None:
+        used.add("start_time")
+    on_winner = where[1:]  # the tenant is a condition on the trace id, met by every row read
+
+    if plan.shard is not None:
+        p["shard_i"], p["shard_n"] = plan.shard
+    # this shard's part of the chosen (all shards choose the same traces, each keeps its own)
+    # ordered by (u, trace_id) in the engine: sorting 10,000 pairs there is a fraction of what Python takes
+    part = f"groupArrayIf((u, trace_id), {sampler.shard})" if plan.shard is not None else "groupArray((u, trace_id))"
+    first = f" ORDER BY u, trace_id LIMIT {int(plan.sample)}" if plan.sample is not None else ""
+
+    def chosen(is_query: str | None, columns: tuple[str, ...]) -> list[tuple[Any, ...]]:
+        winners = winners_sql(store, (*(c for c in ("service", "release", "route", "start_time") if c in used),
+                                      *columns), ["tenant = {tenant:String}", *traces], by_sort=True)
+        on = [*on_winner, *([is_query] if is_query else [])]
+        # candidates: the root rows matching the filters, as the rounds count them (the engine keeps
+        # the whole table's count; a window's is a read of the window)
+        return list(store.query_rows(
+            f"SELECT (SELECT count() FROM {store.table('queries')} WHERE {' AND '.join(where)}), count(), "
+            f"arrayMap(x -> x.2, arraySort({part})), countIf(root_priority NOT IN (0, {SDK_ROOT_PRIORITY})) "
+            f"FROM (SELECT trace_id, root_priority, {unit} AS u FROM ({winners})"
+            f"{' WHERE ' + ' AND '.join(on) if on else ''}{first}) "
+            f"SETTINGS max_rows_to_sort = {SLICE_ROWS}, sort_overflow_mode = 'throw', "
+            f"max_rows_in_set = {SLICE_ROWS}, set_overflow_mode = 'throw'", p))
+
+    try:
+        rows = chosen(None, ("root_priority",))
+        if rows[0][3]:  # a chosen winner is another root than the SDK's: choose again with the check
+            among = (f"SELECT trace_id FROM {store.table('queries')} WHERE {' AND '.join([*where, *bounds])} "
+                     f"AND root_priority NOT IN (0, {SDK_ROOT_PRIORITY})")
+            rows = chosen(query_condition(store, flt, among=among), ("root_priority", "kind"))
+    except Exception as exc:
+        if any(name in str(exc) for name in _OVER_LIMIT):
+            return None
+        raise
+    candidates, found, ids, _others = rows[0]
+    return Sample(list(ids), int(candidates), {(): int(found)} if candidates else {}, 1)
 
 
 def _slice_end(sampler: Sampler, st: _Stratum, start: int | float, top: int | float, n: int | None, *,
