@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +13,8 @@ import pytest
 
 from ragtrace_cli.commands.compare import compare_main
 from ragtrace_evaluator.audit.run import label_row
-from ragtrace_evaluator.compare.comparison import compare
-from ragtrace_evaluator.compare.records import load_release
+from ragtrace_evaluator.compare.comparison import compare, pair
+from ragtrace_evaluator.compare.records import load_pair, load_release, release_manifests
 
 from .story import story_records
 
@@ -51,6 +51,61 @@ def test_releases_in_the_store_compare_like_the_files(chdb_store: Any) -> None:
     assert [s.manifest_ids for s in sets] == [("m-newer",), ("m-story",)]
     (only,) = load_release(chdb_store, "v1", tenant=tenant, manifest_id="m-story")
     assert len(only.labels) == 400
+
+
+class _Rows:
+    """The store, counting the rows its queries return to Python."""
+
+    def __init__(self, store: Any) -> None:
+        self._store, self.rows = store, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def query_rows(self, sql: str, parameters: Any = None) -> list[tuple[Any, ...]]:
+        rows = self._store.query_rows(sql, parameters)
+        self.rows += len(rows)
+        return rows
+
+
+@pytest.mark.parametrize("paired", [40, 200])
+def test_the_engine_pairs_and_reads_only_the_paired_labels(chdb_store: Any, paired: int) -> None:
+    """Two releases with `paired` query ids in common (and some only in one, a duplicate, records
+    without a query id): the engine's pairing gives the comparison reading every label gives, and
+    returns one row per paired label (plus one per side for what is not read)."""
+    tenant = f"pairing-{uuid.uuid4().hex[:8]}"
+    base, cand = story_records()
+    only = 100
+    a_recs = base[: only + paired]
+    b_recs = cand[only : only + paired + only]
+    # the same query asked twice in v1 (the later trace's label is kept), and unpairable records
+    a_recs += [{**base[only], "trace_id": "again"}, {**base[1], "query_id": ""}]
+    b_recs += [{**cand[2], "query_id": ""}]
+    t = datetime(2026, 11, 1, tzinfo=UTC)
+    for release, recs in (("v1", a_recs), ("v2", b_recs)):
+        rows = [label_row({**r, "release": release, "manifest_id": "m-pair",
+                           "trace_id": f"{release}-{r.get('trace_id', r['query_id'])}-{i}"},
+                          tenant=tenant, trace_time=t + timedelta(seconds=i)) for i, r in enumerate(recs)]
+        chdb_store.insert("labels", rows, ["tenant", "manifest_id", "trace_id", "query_id", "service", "release",
+                                           "failure_mode", "gold_in_pool", "gold_in_context", "ranking_ok",
+                                           "generation", "passed", "score", "confidence", "detail", "trace_time",
+                                           "labelled_at"])
+    (a,) = load_release(chdb_store, "v1", tenant=tenant)
+    (b,) = load_release(chdb_store, "v2", tenant=tenant)
+    counting = _Rows(chdb_store)
+    assert release_manifests(chdb_store, "v1", tenant=tenant) == ["m-pair"]
+    pa, pb = load_pair(counting, ("v1", "m-pair"), ("v2", "m-pair"), tenant=tenant)
+    assert len(pa.labels) == len(pb.labels) == paired and len(a.labels) == only + paired
+    assert pa.unpaired == tuple(sorted(r["query_id"] for r in base[:only]))
+    # what Python is handed grows with the paired queries: each paired label (the duplicate's two
+    # records both) and a row per side of counts and unpaired ids
+    assert counting.rows == 2 * paired + 1 + 2
+    assert pair(pa, pb) == pair(a, b)
+    assert pair(pa, pb).to_json(pa, pb) == pair(a, b).to_json(a, b)
+    assert (pa.n_duplicates, len(pa.no_query_id), len(pb.no_query_id)) == (1, 1, 1)
+    assert (pa.n_queries, pb.n_queries, pa.manifest_ids) == (a.n_queries, b.n_queries, a.manifest_ids)
+    engine, python = (compare(x, y, n_resamples=300, seed=0, warn=False).to_json() for x, y in ((pa, pb), (a, b)))
+    assert engine == python
 
 
 @pytest.fixture(scope="module")

@@ -24,10 +24,12 @@ from ragtrace_evaluator.compare.records import (
     MixedManifestError,
     check_manifests,
     load_jsonl,
+    load_pair,
     load_release,
+    release_manifests,
 )
 
-__all__ = ["build_parser", "compare_main", "load_side"]
+__all__ = ["build_parser", "compare_main", "load_side", "load_sides"]
 
 _FILE_SUFFIXES = (".jsonl", ".json", ".ndjson")
 
@@ -83,6 +85,36 @@ def load_side(value: str, args: argparse.Namespace, store_box: list[Any]) -> Lab
             raise CompareError(f"{value}: no such file (a path or a *.jsonl name is read as a per-trace file; "
                                "give a release name to read the store)")
         return load_jsonl(value)
+    store = _store(args, store_box)
+    manifest = _manifest(store, value, args)
+    try:
+        (labels,) = load_release(store, value, tenant=args.tenant, service=args.service, manifest_id=manifest)
+    except CompareError:
+        raise
+    except Exception as exc:  # the driver's errors (e.g. no labels table) become usage errors
+        raise CompareError(f"cannot read the labels of release {value!r} from {store.location}: {exc}. "
+                           "Run `ragtrace audit` on the store first.") from exc
+    return labels
+
+
+def load_sides(args: argparse.Namespace, store_box: list[Any]) -> tuple[LabelSet, LabelSet]:
+    """Both sides; two releases of the store are paired by the engine (`load_pair`: only the labels
+    of query ids both have are read)."""
+    if _is_file_arg(args.baseline) or _is_file_arg(args.candidate):
+        return load_side(args.baseline, args, store_box), load_side(args.candidate, args, store_box)
+    store = _store(args, store_box)
+    sides = ((args.baseline, _manifest(store, args.baseline, args)),
+             (args.candidate, _manifest(store, args.candidate, args)))
+    try:
+        return load_pair(store, sides[0], sides[1], tenant=args.tenant, service=args.service)
+    except CompareError:
+        raise
+    except Exception as exc:  # the driver's errors become usage errors
+        raise CompareError(f"cannot read the labels of releases {args.baseline!r} and {args.candidate!r} from "
+                           f"{store.location}: {exc}. Run `ragtrace audit` on the store first.") from exc
+
+
+def _store(args: argparse.Namespace, store_box: list[Any]) -> Any:
     if not store_box:
         from ragtrace_cli.commands.common import open_reader
 
@@ -92,27 +124,28 @@ def load_side(value: str, args: argparse.Namespace, store_box: list[Any]) -> Lab
         if opened is None:
             raise CompareError("; ".join(problems))
         store_box.append(opened)
-    store = store_box[0]
+    return store_box[0]
+
+
+def _manifest(store: Any, value: str, args: argparse.Namespace) -> str:
+    """The labeller manifest of release ``value`` to compare: the only one, or --manifest, or the
+    newest with --force."""
     try:
-        sets = load_release(store, value, tenant=args.tenant, service=args.service, manifest_id=args.manifest)
-    except CompareError:
-        raise
+        ids = release_manifests(store, value, tenant=args.tenant, service=args.service, manifest_id=args.manifest)
     except Exception as exc:  # the driver's errors (e.g. no labels table) become usage errors
         raise CompareError(f"cannot read the labels of release {value!r} from {store.location}: {exc}. "
                            "Run `ragtrace audit` on the store first.") from exc
-    if not sets:
+    if not ids:
         scope = f" of service {args.service!r}" if args.service else ""
         raise CompareError(f"no audit labels for release {value!r}{scope} in tenant {args.tenant!r}"
                            f"{' under manifest ' + args.manifest if args.manifest else ''} in "
                            f"{store.location}: run `ragtrace audit --release {value}` first, or give a "
                            "per-trace JSON Lines file")
-    if len(sets) > 1:
-        ids = [s.manifest_ids[0] for s in sets]
-        if not args.force:
-            raise MixedManifestError(
-                f"release {value!r} has labels from {len(sets)} labeller manifests {ids}: choose one with "
-                "--manifest ID (or --force to take the newest)")
-    return sets[0]
+    if len(ids) > 1 and not args.force:
+        raise MixedManifestError(
+            f"release {value!r} has labels from {len(ids)} labeller manifests {ids}: choose one with "
+            "--manifest ID (or --force to take the newest)")
+    return ids[0]
 
 
 def _fmt(x: float | None, digits: int = 4) -> str:
@@ -402,8 +435,7 @@ def compare_main(argv: list[str]) -> int:
             return 2
     store_box: list[Any] = []
     try:
-        baseline = load_side(args.baseline, args, store_box)
-        candidate = load_side(args.candidate, args, store_box)
+        baseline, candidate = load_sides(args, store_box)
         forced = check_manifests(baseline, candidate, force=args.force)
         gates = None
         if args.gates:

@@ -95,8 +95,9 @@ def pair(baseline: LabelSet, candidate: LabelSet) -> Pairing:
         query_ids=tuple(common),
         baseline=tuple(a[q] for q in common),
         candidate=tuple(b[q] for q in common),
-        only_baseline=tuple(sorted(a.keys() - b.keys())),
-        only_candidate=tuple(sorted(b.keys() - a.keys())),
+        # with the query ids a side's read left out because the other side lacks them (`load_pair`)
+        only_baseline=tuple(sorted((a.keys() - b.keys()) | set(baseline.unpaired))),
+        only_candidate=tuple(sorted((b.keys() - a.keys()) | set(candidate.unpaired))),
     )
 
 
@@ -264,7 +265,7 @@ class Comparison:
     def to_json(self) -> dict[str, Any]:
         def side(ls: LabelSet) -> dict[str, Any]:
             return {"name": ls.name, "source": ls.source, "manifest_ids": list(ls.manifest_ids),
-                    "n_queries": len(ls.labels)}
+                    "n_queries": ls.n_queries}
 
         def entry(name: str) -> dict[str, Any]:
             boundary, direction = metric_info(name)
@@ -337,8 +338,8 @@ def compare(
     p = pair(baseline, candidate)
     if not p.query_ids:
         raise CompareError(
-            f"no query id is in both releases ({len(baseline.labels)} in {baseline.name!r}, "
-            f"{len(candidate.labels)} in {candidate.name!r}): a paired comparison needs the same questions "
+            f"no query id is in both releases ({baseline.n_queries} in {baseline.name!r}, "
+            f"{candidate.n_queries} in {candidate.name!r}): a paired comparison needs the same questions "
             "in both (set ragtrace.query.id on the root span, or compare golden-question runs)")
     try:
         surface = surface_grounding(p, min_change=min_change)

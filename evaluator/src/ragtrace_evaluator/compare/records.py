@@ -15,13 +15,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from ragtrace_store import GENERATION_VERDICTS, OUTCOMES, LabelError, LabelRecord, read_label_columns
+from ragtrace_store.labels import newest_labels_sql
 
 __all__ = [
     "INCOMPLETE",
@@ -32,8 +33,10 @@ __all__ = [
     "check_manifests",
     "label_set",
     "load_jsonl",
+    "load_pair",
     "load_release",
     "parse_record",
+    "release_manifests",
 ]
 
 
@@ -100,6 +103,14 @@ class LabelSet:
     n_duplicates: int = 0
     #: records that had no query id and so cannot be paired
     no_query_id: tuple[str, ...] = ()
+    #: query ids of this side whose labels were not read because the other side has none of them
+    #: (`load_pair`: the pairing done by the engine); `labels` then holds the paired ones only
+    unpaired: tuple[str, ...] = ()
+
+    @property
+    def n_queries(self) -> int:
+        """The distinct query ids of this side, read or not."""
+        return len(self.labels) + len(self.unpaired)
 
 
 def _bool(value: Any, field_name: str, where: str, *, nullable: bool) -> bool | None:
@@ -282,6 +293,67 @@ def load_release(store: Any, release: str, *, tenant: str = "default", service: 
         lab = _stored_label(tenant, row)
         grouped.setdefault(lab.manifest_id, []).append(lab)
     return [label_set(release, "store", labs) for labs in grouped.values()]
+
+
+def release_manifests(store: Any, release: str, *, tenant: str = "default", service: str | None = None,
+                      manifest_id: str | None = None) -> list[str]:
+    """The labeller manifests with labels of ``release`` (newest first, as `load_release` orders its
+    label sets), read without the labels."""
+    conds, params = _side(store, "r", release, service, manifest_id)
+    rows = store.query_rows(f"SELECT manifest_id, max(labelled_at) AS newest FROM ({conds}) GROUP BY manifest_id "
+                            "ORDER BY newest DESC, manifest_id", {"tenant": tenant, **params})
+    return [str(r[0]) for r in rows]
+
+
+def load_pair(store: Any, baseline: tuple[str, str], candidate: tuple[str, str], *, tenant: str = "default",
+              service: str | None = None) -> tuple[LabelSet, LabelSet]:
+    """Two sides of a comparison, each a (release, manifest id), paired by the engine: only the labels
+    whose query id the other side also has are read (`LabelSet.unpaired` names the others), so a
+    comparison holds what its paired queries cost, not every label of both releases. The same
+    `pair` and comparison as `load_release` on each side (tests/compare/test_compare_store.py)."""
+    sides = {"a": baseline, "b": candidate}
+    sql, params = {}, {"tenant": tenant}
+    for key, (release, manifest) in sides.items():
+        sql[key], side_params = _side(store, key, release, service, manifest)
+        params.update(side_params)
+    out = []
+    for key, other in (("a", "b"), ("b", "a")):
+        release, manifest = sides[key]
+        others = f"(SELECT query_id FROM ({sql[other]}) WHERE query_id != '')"
+        try:
+            rows = read_label_columns(store, _STORE_COLUMNS, tenant=tenant, manifest_id=manifest, release=release,
+                                      service=service, values=["query_id != ''", f"query_id IN {others}"],
+                                      parameters={k: v for k, v in params.items() if k.startswith(other + "_")})
+        except LabelError as exc:
+            raise CompareError(str(exc)) from exc
+        # what is not read: duplicates (as `label_set` counts them), records without a query id
+        # (trace ids, in read order) and the query ids the other side lacks
+        [(dups, no_id, unpaired)] = store.query_rows(
+            "SELECT countIf(query_id != '') - uniqExactIf(query_id, query_id != ''), "
+            "arrayMap(x -> x.2, arraySort(groupArrayIf((trace_time, trace_id), query_id = ''))), "
+            f"arraySort(groupUniqArrayIf(query_id, query_id != '' AND query_id NOT IN {others})) FROM ({sql[key]})",
+            params)
+        ls = label_set(release, "store", (_stored_label(tenant, row) for row in rows))
+        out.append(replace(ls, manifest_ids=(manifest,), n_duplicates=int(dups), no_query_id=tuple(no_id),
+                           unpaired=tuple(unpaired)))
+    return out[0], out[1]
+
+
+def _side(store: Any, key: str, release: str, service: str | None,
+          manifest_id: str | None) -> tuple[str, dict[str, Any]]:
+    """The newest version of each label of one side (``release``, ``manifest_id`` when given), as a
+    subquery with parameters named ``{key}_...`` (and ``tenant``, ``service`` shared by both sides)."""
+    conds = ["tenant = {tenant:String}", f"release = {{{key}_release:String}}"]
+    params: dict[str, Any] = {f"{key}_release": release}
+    if manifest_id is not None:
+        conds.append(f"manifest_id = {{{key}_manifest:String}}")
+        params[f"{key}_manifest"] = manifest_id
+    if service is not None:
+        conds.append("service = {service:String}")
+        params["service"] = service
+    keys = ["tenant = {tenant:String}", f"(manifest_id, trace_id) IN (SELECT manifest_id, trace_id FROM "
+                                        f"{store.table('labels')} WHERE {' AND '.join(conds)})"]
+    return newest_labels_sql(store, keys, conds), params
 
 
 def _stored_label(tenant: str, row: tuple[Any, ...]) -> TraceLabel:
