@@ -365,7 +365,7 @@ def _movers_report(con: Any, c: Comparison, boundary: str | None, metric: str, r
                 _list_ids(con, mv, max_ids)
     ds = c.deciding_slice
     if ds is not None and boundary == "gold_in_context":
-        style = "bold red" if ds.verdict == "fell" else "bold yellow"
+        style = "bold red" if ds.verdict in ("fell", "mixed") else "bold yellow"
         con.print(f"  [{style}]verdict[/{style}]: {_esc(ds.statement)}")
 
 
