@@ -243,8 +243,10 @@ def run_demo(cfg: DemoConfig) -> DemoResult:
     say(f"[1/6] corpus: {cfg.docs} documents with golden questions (seed {cfg.seed})")
     corpus = generate_corpus(cfg.docs, seed=cfg.seed)
     corpus.save(out / "corpus")
+    # The candidate's chunker re-cuts the whole index, as a real chunker change does: chunk-id gold of
+    # the baseline build names no chunk of it, while only the chunk_split documents lose their evidence.
     releases = [baseline_release(cfg.baseline), candidate_release(corpus, cfg.candidate, rates=cfg.rates,
-                                                                           seed=cfg.seed)]
+                                                                           seed=cfg.seed, recut_index=True)]
     faults_path = write_faults(out / "faults.jsonl", releases)
     summary = corpus_summary(corpus)
     say(f"      {summary['documents']} documents ({summary['kinds']}), {summary['questions']} questions; "

@@ -31,7 +31,7 @@ import json
 import random
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -126,11 +126,14 @@ def baseline_release(name: str = "v1") -> Release:
 
 
 def candidate_release(corpus: Corpus, name: str = "v2", *, rates: Mapping[Fault, float] | None = None,
-                      seed: int = 0) -> Release:
+                      seed: int = 0, recut_index: bool = False) -> Release:
     """A release that breaks a seeded share of the golden questions at each boundary.
 
     ``rates`` maps each fault to the share of questions it breaks (each question gets at most one
-    fault; they must sum to at most 1). Raises ``ValueError`` on a bad rate.
+    fault; they must sum to at most 1). Raises ``ValueError`` on a bad rate. ``recut_index``: its
+    chunker also re-cuts every other answering document after its evidence (`rechunked_release`
+    with share 1), as a real chunker change renames the whole index while only the ``chunk_split``
+    documents lose their evidence.
     """
     rates = dict(DEFAULT_RATES if rates is None else rates)
     for fault, rate in rates.items():
@@ -147,8 +150,12 @@ def candidate_release(corpus: Corpus, name: str = "v2", *, rates: Mapping[Fault,
         for qid in ids[at : at + n]:
             plan[qid] = fault
         at += n
-    desc = ", ".join(f"{f.value} {rates.get(f, 0.0):.0%}" for f in Fault)
-    return Release(name=name, plan=plan, description=f"faults injected: {desc}")
+    desc = "faults injected: " + ", ".join(f"{f.value} {rates.get(f, 0.0):.0%}" for f in Fault)
+    if recut_index:
+        recut = rechunked_release(corpus, name, share=1.0, seed=seed, plan=plan)
+        return replace(recut, description=f"{desc}; its chunker also re-cuts the {len(recut.rechunk)} other "
+                                          "answering documents after their evidence (renamed, nothing lost)")
+    return Release(name=name, plan=plan, description=desc)
 
 
 def rechunked_release(corpus: Corpus, name: str = "v2", *, share: float = 0.3, seed: int = 0,
