@@ -6,12 +6,13 @@ same traces are audited under each.
   recall unchanged): with evidence spans nothing is lost; with chunk ids recall "drops" by
   bookkeeping, the gate trips, and the deciding slice says the answers did not move — check the
   labels.
-- v3 is the demo's chunker fault (documents split at the evidence sentence, which no longer names
-  its entity): with evidence spans it reads as what it is, a real retrieval regression whose
-  answers fell with the evidence. With chunk ids every split document's queries lose their gold
-  by bookkeeping, but here the evidence really left the context too, so the same queries are lost
-  and the slice says "fell" as well: stale chunk ids read as a labels problem only when the answers
-  did not move.
+- v3 is the demo's chunker fault alone, without the demo's re-cut of the rest of the index
+  (documents split at the evidence sentence, which no longer names its entity): with evidence
+  spans it reads as what it is, a real retrieval regression whose answers fell with the evidence.
+  With chunk ids every split document's queries lose their gold by bookkeeping, but here the
+  evidence really left the context too, so the same queries are lost and the slice says "fell" as
+  well: stale chunk ids read as a labels problem only when the answers did not move (the demo,
+  whose chunker also renames the rest of the index, reads "mixed": test_demo_pipeline.py).
 
 Real everything: the generated corpus, the instrumented pipeline and the SDK exporting over OTLP to
 `ragtrace serve` in a child process, `ragtrace labels import` and `ragtrace audit` as a user runs
