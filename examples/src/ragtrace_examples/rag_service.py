@@ -119,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
 
     corpus = generate_corpus(a.docs, seed=a.seed)
     faulty = a.faults or a.release == "candidate"
-    release = candidate_release(corpus, a.release, seed=a.seed) if faulty else baseline_release(a.release)
+    # the same candidate as the demo: its chunker re-cuts the whole index, as a real chunker change does
+    release = (candidate_release(corpus, a.release, seed=a.seed, recut_index=True) if faulty
+               else baseline_release(a.release))
     if a.endpoint:
         ragtrace.configure(endpoint=a.endpoint, service=a.service, release=release.name)
     pipeline = RagPipeline(corpus, release, generator=a.generator)
