@@ -49,6 +49,8 @@ SPAN_MS = 30 * 86_400_000
 TENANT = "bench"
 MANIFEST = "bench-manifest-01"
 RELEASES = ("v1", "v2", "v3", "v4", "v5")
+#: bumped when the generated data changes: a kept store of another version is built again
+GENERATOR = 2
 
 
 # --- the worker's measurements ------------------------------------------------------------------------
@@ -148,9 +150,9 @@ def build(path: Path, n: int) -> dict[str, Any]:
     lab = st.table("labels")
     timed("labels", f"INSERT INTO {lab} (tenant, manifest_id, trace_id, query_id, service, release, failure_mode, "
           "gold_in_pool, gold_in_context, ranking_ok, generation, passed, score, confidence, detail, trace_time, "
-          f"labelled_at) SELECT tenant, '{MANIFEST}', trace_id, query_id, service, release, 'ok', true, true, "
-          "true, '', true, 1.0, 1.0, replaceOne(replaceOne(replaceOne({tpl:String}, '@T@', trace_id), '@Q@', "
-          "query_id), '@R@', release), start_time, toDateTime64('2026-11-01', 3, 'UTC') FROM "
+          f"labelled_at) SELECT tenant, '{MANIFEST}', trace_id, {_paired_query_id(n)} AS qid, service, release, "
+          "'ok', true, true, true, '', true, 1.0, 1.0, replaceOne(replaceOne(replaceOne({tpl:String}, '@T@', "
+          "trace_id), '@Q@', qid), '@R@', release), start_time, toDateTime64('2026-11-01', 3, 'UTC') FROM "
           f"{q} WHERE tenant = '{TENANT}' AND root_priority = 3 AND trace_id IN (SELECT trace_id FROM {d} "
           f"WHERE tenant = '{TENANT}')", {"tpl": template})
     size_before = _size(st)
@@ -169,6 +171,18 @@ def build(path: Path, n: int) -> dict[str, Any]:
     return out
 
 
+def _paired_query_id(n: int) -> str:
+    """The labels' query id (SQL over the root row's): half of each release's offsets into its own
+    range of trace numbers (the same half in every release, chosen by offset) are golden questions
+    asked in every release, ``g<offset>``, so they pair across releases; the rest, and the traces
+    that spilled into the next release, keep their own id and pair with nothing."""
+    num = "toUInt64(substring(query_id, 2))"
+    idx = f"intDiv({num} * 5, {n})"
+    offset = f"({num} - {idx} * {n // 5})"
+    return (f"if({idx} = toUInt64(substring(release, 2)) - 1 AND sipHash64({offset}, 'golden') % 2 = 0, "
+            f"concat('g', toString({offset})), query_id)")
+
+
 def _size(st: Any) -> dict[str, int]:
     return {t: int(b) for t, b in st.query_rows(
         "SELECT table, sum(bytes_on_disk) FROM system.parts WHERE database = {d:String} AND active GROUP BY table",
@@ -178,7 +192,7 @@ def _size(st: Any) -> dict[str, int]:
 # --- the paths and their floors -------------------------------------------------------------------------
 def paths(path: Path, without_keys: bool) -> list[dict[str, Any]]:
     from ragtrace_evaluator.audit.sampling import SamplePlan, select_sample
-    from ragtrace_evaluator.compare.records import load_release
+    from ragtrace_evaluator.compare.records import load_pair, release_manifests
     from ragtrace_store import TraceFilter, count_traces, open_store
 
     st = open_store(str(path), migrate=False)
@@ -199,6 +213,12 @@ def paths(path: Path, without_keys: bool) -> list[dict[str, Any]]:
     def rate_path() -> list[str]:
         state["rate"] = select_sample(st, everyone, SamplePlan(rate=0.001)).trace_ids
         return state["rate"]
+
+    def compare_path() -> tuple[list[str], list[str]]:
+        # as `ragtrace compare --baseline v4 --candidate v5` reads: each side's manifest, then the pair
+        sides = [(rel, release_manifests(st, rel, tenant=TENANT)[0]) for rel in ("v4", "v5")]
+        a, b = load_pair(st, sides[0], sides[1], tenant=TENANT)
+        return sorted(x.trace_id for x in (*a.labels, *b.labels)), sorted((*a.unpaired, *b.unpaired))
 
     cases: list[tuple[str, Callable[[], Any], Callable[[], Any], str]] = [
         ("audit selection, rate 0.001", rate_path,
@@ -234,13 +254,8 @@ def paths(path: Path, without_keys: bool) -> list[dict[str, Any]]:
                                      "{s:DateTime64(3, 'UTC')} AND start_time < {u:DateTime64(3, 'UTC')} "
                                      "ORDER BY xxHash64(trace_id), trace_id LIMIT 1000",
                                      {"s": hour.since, "u": hour.until})], "set"),
-        ("compare's read of two releases (v4, v5)",
-         lambda: sorted(lab_.trace_id for rel in ("v4", "v5") for s in load_release(st, rel, tenant=TENANT)
-                        for lab_ in s.labels),
-         lambda: sorted(r[1] for r in rows(
-             f"SELECT manifest_id, trace_id, query_id, release, service, failure_mode, gold_in_pool, gold_in_context, "
-             f"passed, score, confidence, detail FROM {lab} WHERE tenant = '{TENANT}' AND release IN ('v4', 'v5')")),
-         "sorted"),
+        ("compare's read of two releases (v4, v5), paired in the engine", compare_path,
+         lambda: _floor_compare(rows, lab), "sorted"),
     ]
     out = []
     for name, path_fn, floor_fn, kind in cases:
@@ -279,6 +294,19 @@ def _floor_count(rows: Callable[..., list[tuple[Any, ...]]], q: str, sdk: str) -
     return int(rows(f"SELECT count() FROM {q} WHERE {sdk} AND release = 'v3'")[0][0])
 
 
+def _floor_compare(rows: Callable[..., list[tuple[Any, ...]]], lab: str) -> tuple[list[str], list[str]]:
+    """The paired labels of v4 and v5 read bare (one version per label, no duplicate query ids in a
+    release: what the generator writes), and the query ids of each that the other lacks."""
+    ids = {r: f"(SELECT query_id FROM {lab} WHERE tenant = '{TENANT}' AND release = '{r}')" for r in ("v4", "v5")}
+    both = f"query_id IN {ids['v4']} AND query_id IN {ids['v5']}"
+    paired = rows(f"SELECT manifest_id, trace_id, query_id, release, service, failure_mode, gold_in_pool, "
+                  f"gold_in_context, passed, score, confidence, detail FROM {lab} WHERE tenant = '{TENANT}' AND "
+                  f"release IN ('v4', 'v5') AND {both}")
+    alone = rows(f"SELECT groupArray(query_id) FROM {lab} WHERE tenant = '{TENANT}' AND release IN ('v4', 'v5') "
+                 f"AND NOT ({both})")
+    return sorted(r[1] for r in paired), sorted(alone[0][0])
+
+
 def _max(a: float, b: float) -> float:
     return b if a == float("inf") else max(a, b)
 
@@ -305,6 +333,8 @@ def _same(kind: str, got: Any, want: Any) -> bool:
 
 
 def _size_of(value: Any) -> int:
+    if isinstance(value, tuple):  # compare's: (the paired labels, the unpaired query ids)
+        return len(value[0])
     return len(value) if isinstance(value, list) else int(value)
 
 
@@ -356,12 +386,12 @@ def main() -> None:
         for n in a.traces:
             where = base / str(n)
             marker = where / "built.json"
-            if marker.exists():
-                built = json.loads(marker.read_text())
-            else:
+            built = json.loads(marker.read_text()) if marker.exists() else {}
+            if built.get("generator") != GENERATOR:  # none yet, or built by another generator: build
                 t0 = time.perf_counter()
                 built = _worker(["build", str(where), str(n)])
                 built["wall_seconds"] = round(time.perf_counter() - t0, 1)
+                built["generator"] = GENERATOR
                 marker.write_text(json.dumps(built))
             measured = _worker(["paths", str(where), "1" if a.without_keys else "0"])
             cli = [cli_rss(where, limit) for limit in a.cli_limits]

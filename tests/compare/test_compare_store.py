@@ -106,6 +106,9 @@ def test_the_engine_pairs_and_reads_only_the_paired_labels(chdb_store: Any, pair
     assert (pa.n_queries, pb.n_queries, pa.manifest_ids) == (a.n_queries, b.n_queries, a.manifest_ids)
     engine, python = (compare(x, y, n_resamples=300, seed=0, warn=False).to_json() for x, y in ((pa, pb), (a, b)))
     assert engine == python
+    # a release against itself pairs every query
+    same = load_pair(chdb_store, ("v1", "m-pair"), ("v1", "m-pair"), tenant=tenant)
+    assert same == (a, a)
 
 
 @pytest.fixture(scope="module")

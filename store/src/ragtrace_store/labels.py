@@ -604,19 +604,15 @@ _RECORD_COLUMNS = ("manifest_id", "trace_id", "query_id", "release", "service", 
 
 def read_label_columns(store: Store, columns: Sequence[str], *, tenant: str, manifest_id: str | None = None,
                        release: str | None = None, service: str | None = None,
-                       trace_ids: Sequence[str] | None = None, values: Sequence[str] = (),
-                       parameters: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+                       trace_ids: Sequence[str] | None = None) -> list[tuple[Any, ...]]:
     """`read_labels`' rows (the newest version of each, the same filters and order) as ``columns``:
     SQL expressions over the table's columns, written by the caller's code (never input), e.g.
     ``JSONExtractRaw(detail, 'metrics')`` for a reader that needs one part of the record, not all of
-    it validated into a `LabelRecord`. ``values``: more conditions on the newest version, also the
-    caller's SQL, with their ``parameters`` (named apart from `TraceFilter`'s and ``manifest_id``)."""
+    it validated into a `LabelRecord`."""
     where, params = TraceFilter(tenant=tenant, release=release, service=service).conditions()
     if manifest_id is not None:
         where.append("manifest_id = {manifest_id:String}")
         params["manifest_id"] = manifest_id
-    where += values
-    params.update(parameters or {})
 
     table = store.table("labels")
 

@@ -311,29 +311,39 @@ def load_pair(store: Any, baseline: tuple[str, str], candidate: tuple[str, str],
     whose query id the other side also has are read (`LabelSet.unpaired` names the others), so a
     comparison holds what its paired queries cost, not every label of both releases. The same
     `pair` and comparison as `load_release` on each side (tests/compare/test_compare_store.py)."""
-    sides = {"a": baseline, "b": candidate}
-    sql, params = {}, {"tenant": tenant}
-    for key, (release, manifest) in sides.items():
-        sql[key], side_params = _side(store, key, release, service, manifest)
-        params.update(side_params)
+    if baseline == candidate:  # a release against itself: every query pairs, one read
+        (ls,) = load_release(store, baseline[0], tenant=tenant, service=service, manifest_id=baseline[1])
+        return ls, ls
+    params: dict[str, Any] = {"tenant": tenant, "a_release": baseline[0], "a_manifest": baseline[1],
+                              "b_release": candidate[0], "b_manifest": candidate[1]}
+    a, b = (f"(release = {{{k}_release:String}} AND manifest_id = {{{k}_manifest:String}})" for k in "ab")
+    conds = ["tenant = {tenant:String}", f"({a} OR {b})"]
+    if service is not None:
+        conds.append("service = {service:String}")
+        params["service"] = service
+    keys = ["tenant = {tenant:String}", f"(manifest_id, trace_id) IN (SELECT manifest_id, trace_id FROM "
+                                        f"{store.table('labels')} WHERE {' AND '.join(conds)})"]
+    newest = newest_labels_sql(store, keys, conds)
+    which = f"if({a}, 0, 1)"
+    # the query ids both sides have, from the key columns alone: only those labels are read whole
+    # (each further read of the sides' newest labels costs about what the old per-release read did)
+    paired = (f"(SELECT query_id FROM ({newest}) WHERE query_id != '' GROUP BY query_id "
+              f"HAVING uniqExact({which}) = 2)")
+    rows = store.query_rows(f"SELECT {which} AS side, {', '.join(_STORE_COLUMNS)} FROM ({newest}) WHERE "
+                            f"query_id IN {paired} ORDER BY side, trace_time, trace_id", params)
+    # what is not read, per side: duplicates (as `label_set` counts them), the trace ids of records
+    # without a query id (in read order) and the query ids the other side lacks; one pass over the
+    # sides' key columns, the other side found by a window over the query id
+    rest = {int(r[0]): r[1:] for r in store.query_rows(
+        "SELECT side, countIf(query_id != '') - uniqExactIf(query_id, query_id != ''), "
+        "arrayMap(x -> x.2, arraySort(groupArrayIf((trace_time, trace_id), query_id = ''))), "
+        "arraySort(groupUniqArrayIf(query_id, query_id != '' AND sides = 1)) FROM (SELECT query_id, trace_id, "
+        f"trace_time, {which} AS side, uniqExact(side) OVER (PARTITION BY query_id) AS sides FROM ({newest})) "
+        "GROUP BY side", params)}
     out = []
-    for key, other in (("a", "b"), ("b", "a")):
-        release, manifest = sides[key]
-        others = f"(SELECT query_id FROM ({sql[other]}) WHERE query_id != '')"
-        try:
-            rows = read_label_columns(store, _STORE_COLUMNS, tenant=tenant, manifest_id=manifest, release=release,
-                                      service=service, values=["query_id != ''", f"query_id IN {others}"],
-                                      parameters={k: v for k, v in params.items() if k.startswith(other + "_")})
-        except LabelError as exc:
-            raise CompareError(str(exc)) from exc
-        # what is not read: duplicates (as `label_set` counts them), records without a query id
-        # (trace ids, in read order) and the query ids the other side lacks
-        [(dups, no_id, unpaired)] = store.query_rows(
-            "SELECT countIf(query_id != '') - uniqExactIf(query_id, query_id != ''), "
-            "arrayMap(x -> x.2, arraySort(groupArrayIf((trace_time, trace_id), query_id = ''))), "
-            f"arraySort(groupUniqArrayIf(query_id, query_id != '' AND query_id NOT IN {others})) FROM ({sql[key]})",
-            params)
-        ls = label_set(release, "store", (_stored_label(tenant, row) for row in rows))
+    for side, (release, manifest) in enumerate((baseline, candidate)):
+        ls = label_set(release, "store", (_stored_label(tenant, row[1:]) for row in rows if row[0] == side))
+        dups, no_id, unpaired = rest.get(side, (0, [], []))
         out.append(replace(ls, manifest_ids=(manifest,), n_duplicates=int(dups), no_query_id=tuple(no_id),
                            unpaired=tuple(unpaired)))
     return out[0], out[1]
