@@ -192,7 +192,7 @@ def _size(st: Any) -> dict[str, int]:
 # --- the paths and their floors -------------------------------------------------------------------------
 def paths(path: Path, without_keys: bool) -> list[dict[str, Any]]:
     from ragtrace_evaluator.audit.sampling import SamplePlan, select_sample
-    from ragtrace_evaluator.compare.records import load_pair, release_manifests
+    from ragtrace_evaluator.compare.records import load_pair, releases_manifests
     from ragtrace_store import TraceFilter, count_traces, open_store
 
     st = open_store(str(path), migrate=False)
@@ -216,8 +216,8 @@ def paths(path: Path, without_keys: bool) -> list[dict[str, Any]]:
 
     def compare_path() -> tuple[list[str], list[str]]:
         # as `ragtrace compare --baseline v4 --candidate v5` reads: each side's manifest, then the pair
-        sides = [(rel, release_manifests(st, rel, tenant=TENANT)[0]) for rel in ("v4", "v5")]
-        a, b = load_pair(st, sides[0], sides[1], tenant=TENANT)
+        found = releases_manifests(st, ["v4", "v5"], tenant=TENANT)
+        a, b = load_pair(st, ("v4", found["v4"][0]), ("v5", found["v5"][0]), tenant=TENANT)
         return sorted(x.trace_id for x in (*a.labels, *b.labels)), sorted((*a.unpaired, *b.unpaired))
 
     cases: list[tuple[str, Callable[[], Any], Callable[[], Any], str]] = [

@@ -26,7 +26,7 @@ from ragtrace_evaluator.compare.records import (
     load_jsonl,
     load_pair,
     load_release,
-    release_manifests,
+    releases_manifests,
 )
 
 __all__ = ["build_parser", "compare_main", "load_side", "load_sides"]
@@ -86,7 +86,7 @@ def load_side(value: str, args: argparse.Namespace, store_box: list[Any]) -> Lab
                                "give a release name to read the store)")
         return load_jsonl(value)
     store = _store(args, store_box)
-    manifest = _manifest(store, value, args)
+    manifest = _manifests(store, [value], args)[0]
     try:
         (labels,) = load_release(store, value, tenant=args.tenant, service=args.service, manifest_id=manifest)
     except CompareError:
@@ -103,10 +103,10 @@ def load_sides(args: argparse.Namespace, store_box: list[Any]) -> tuple[LabelSet
     if _is_file_arg(args.baseline) or _is_file_arg(args.candidate):
         return load_side(args.baseline, args, store_box), load_side(args.candidate, args, store_box)
     store = _store(args, store_box)
-    sides = ((args.baseline, _manifest(store, args.baseline, args)),
-             (args.candidate, _manifest(store, args.candidate, args)))
+    chosen = _manifests(store, [args.baseline, args.candidate], args)
     try:
-        return load_pair(store, sides[0], sides[1], tenant=args.tenant, service=args.service)
+        return load_pair(store, (args.baseline, chosen[0]), (args.candidate, chosen[1]), tenant=args.tenant,
+                         service=args.service)
     except CompareError:
         raise
     except Exception as exc:  # the driver's errors become usage errors
@@ -127,25 +127,29 @@ def _store(args: argparse.Namespace, store_box: list[Any]) -> Any:
     return store_box[0]
 
 
-def _manifest(store: Any, value: str, args: argparse.Namespace) -> str:
-    """The labeller manifest of release ``value`` to compare: the only one, or --manifest, or the
-    newest with --force."""
+def _manifests(store: Any, values: list[str], args: argparse.Namespace) -> list[str]:
+    """The labeller manifest to compare of each release in ``values`` (one read): the only one, or
+    --manifest, or the newest with --force."""
     try:
-        ids = release_manifests(store, value, tenant=args.tenant, service=args.service, manifest_id=args.manifest)
+        found = releases_manifests(store, values, tenant=args.tenant, service=args.service, manifest_id=args.manifest)
     except Exception as exc:  # the driver's errors (e.g. no labels table) become usage errors
-        raise CompareError(f"cannot read the labels of release {value!r} from {store.location}: {exc}. "
+        raise CompareError(f"cannot read the labels of release {values[0]!r} from {store.location}: {exc}. "
                            "Run `ragtrace audit` on the store first.") from exc
-    if not ids:
-        scope = f" of service {args.service!r}" if args.service else ""
-        raise CompareError(f"no audit labels for release {value!r}{scope} in tenant {args.tenant!r}"
-                           f"{' under manifest ' + args.manifest if args.manifest else ''} in "
-                           f"{store.location}: run `ragtrace audit --release {value}` first, or give a "
-                           "per-trace JSON Lines file")
-    if len(ids) > 1 and not args.force:
-        raise MixedManifestError(
-            f"release {value!r} has labels from {len(ids)} labeller manifests {ids}: choose one with "
-            "--manifest ID (or --force to take the newest)")
-    return ids[0]
+    chosen = []
+    for value in values:
+        ids = found[value]
+        if not ids:
+            scope = f" of service {args.service!r}" if args.service else ""
+            raise CompareError(f"no audit labels for release {value!r}{scope} in tenant {args.tenant!r}"
+                               f"{' under manifest ' + args.manifest if args.manifest else ''} in "
+                               f"{store.location}: run `ragtrace audit --release {value}` first, or give a "
+                               "per-trace JSON Lines file")
+        if len(ids) > 1 and not args.force:
+            raise MixedManifestError(
+                f"release {value!r} has labels from {len(ids)} labeller manifests {ids}: choose one with "
+                "--manifest ID (or --force to take the newest)")
+        chosen.append(ids[0])
+    return chosen
 
 
 def _fmt(x: float | None, digits: int = 4) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ __all__ = [
     "load_release",
     "parse_record",
     "release_manifests",
+    "releases_manifests",
 ]
 
 
@@ -299,10 +300,33 @@ def release_manifests(store: Any, release: str, *, tenant: str = "default", serv
                       manifest_id: str | None = None) -> list[str]:
     """The labeller manifests with labels of ``release`` (newest first, as `load_release` orders its
     label sets), read without the labels."""
-    conds, params = _side(store, "r", release, service, manifest_id)
-    rows = store.query_rows(f"SELECT manifest_id, max(labelled_at) AS newest FROM ({conds}) GROUP BY manifest_id "
-                            "ORDER BY newest DESC, manifest_id", {"tenant": tenant, **params})
-    return [str(r[0]) for r in rows]
+    return releases_manifests(store, [release], tenant=tenant, service=service, manifest_id=manifest_id)[release]
+
+
+def releases_manifests(store: Any, releases: Sequence[str], *, tenant: str = "default", service: str | None = None,
+                       manifest_id: str | None = None) -> dict[str, list[str]]:
+    """`release_manifests` of each of ``releases``, in one read."""
+    conds = ["tenant = {tenant:String}", "release IN {r_releases:Array(String)}"]
+    params: dict[str, Any] = {"tenant": tenant, "r_releases": list(releases)}
+    if manifest_id is not None:
+        conds.append("manifest_id = {r_manifest:String}")
+        params["r_manifest"] = manifest_id
+    if service is not None:
+        conds.append("service = {service:String}")
+        params["service"] = service
+    newest = newest_labels_sql(store, _keys(store, conds), conds)
+    out: dict[str, list[str]] = {r: [] for r in releases}
+    for rel, manifest, _newest in store.query_rows(
+            f"SELECT release, manifest_id, max(labelled_at) AS newest FROM ({newest}) GROUP BY release, manifest_id "
+            "ORDER BY newest DESC, manifest_id", params):
+        out[str(rel)].append(str(manifest))
+    return out
+
+
+def _keys(store: Any, conds: Sequence[str]) -> list[str]:
+    """`newest_labels_sql`'s keys: the (manifest, trace) keys with a row matching ``conds``."""
+    return ["tenant = {tenant:String}", f"(manifest_id, trace_id) IN (SELECT manifest_id, trace_id FROM "
+                                        f"{store.table('labels')} WHERE {' AND '.join(conds)})"]
 
 
 def load_pair(store: Any, baseline: tuple[str, str], candidate: tuple[str, str], *, tenant: str = "default",
@@ -321,9 +345,7 @@ def load_pair(store: Any, baseline: tuple[str, str], candidate: tuple[str, str],
     if service is not None:
         conds.append("service = {service:String}")
         params["service"] = service
-    keys = ["tenant = {tenant:String}", f"(manifest_id, trace_id) IN (SELECT manifest_id, trace_id FROM "
-                                        f"{store.table('labels')} WHERE {' AND '.join(conds)})"]
-    newest = newest_labels_sql(store, keys, conds)
+    newest = newest_labels_sql(store, _keys(store, conds), conds)
     which = f"if({a}, 0, 1)"
     # the query ids both sides have, from the key columns alone: only those labels are read whole
     # (each further read of the sides' newest labels costs about what the old per-release read did)
@@ -347,23 +369,6 @@ def load_pair(store: Any, baseline: tuple[str, str], candidate: tuple[str, str],
         out.append(replace(ls, manifest_ids=(manifest,), n_duplicates=int(dups), no_query_id=tuple(no_id),
                            unpaired=tuple(unpaired)))
     return out[0], out[1]
-
-
-def _side(store: Any, key: str, release: str, service: str | None,
-          manifest_id: str | None) -> tuple[str, dict[str, Any]]:
-    """The newest version of each label of one side (``release``, ``manifest_id`` when given), as a
-    subquery with parameters named ``{key}_...`` (and ``tenant``, ``service`` shared by both sides)."""
-    conds = ["tenant = {tenant:String}", f"release = {{{key}_release:String}}"]
-    params: dict[str, Any] = {f"{key}_release": release}
-    if manifest_id is not None:
-        conds.append(f"manifest_id = {{{key}_manifest:String}}")
-        params[f"{key}_manifest"] = manifest_id
-    if service is not None:
-        conds.append("service = {service:String}")
-        params["service"] = service
-    keys = ["tenant = {tenant:String}", f"(manifest_id, trace_id) IN (SELECT manifest_id, trace_id FROM "
-                                        f"{store.table('labels')} WHERE {' AND '.join(conds)})"]
-    return newest_labels_sql(store, keys, conds), params
 
 
 def _stored_label(tenant: str, row: tuple[Any, ...]) -> TraceLabel:
