@@ -6,19 +6,21 @@ partition, merged into large parts, so a window has to be found, not pruned by p
 deployed one after another (10 % of each release's traffic overlaps the next), four routes (one
 rare); then, as unmerged parts, a retried copy of 1 % of the roots and a gateway's HTTP root claimant
 (another service, release and route) over 0.5 %; ``documents`` for a 1 % slice (20 retrieved, 5
-reranked, 5 context each) with 50,000 passages; and ``labels`` of that slice under one manifest. The
+reranked, 5 context each) with 50,000 passages; and ``labels`` of that slice under one manifest, half of
+whose query ids are golden questions asked in every release, so compare's read pairs about 43 % of them. The
 store is written by the schema before migration 0005, then migrated (timed: the migration's cost).
 
 Each path runs the code the product runs (`select_sample`, `read_traces`, `count_traces`,
-`load_release`), and its floor is a bare SQL query returning exactly the same ids/rows on this data
-(checked equal), which may use what the generator knows (each trace's SDK root is its first-written
-row with root_priority 3) and every key the store has. Both run alternately three times in one
-worker process; the best time of each is kept, and the ratio path / floor printed. Peak RSS: the
-worker's high-water mark is reset (/proc/self/clear_refs) before each run of a path, so "extra RSS"
-is what that path added to the process (engine included: the store is embedded), and "peak" is the
-process's high-water mark during it. ``ragtrace traces --json`` runs as its own process (the CLI),
-at two limits, for its throughput and peak RSS. ``--without-keys`` also times each path with the
-projections switched off (``optimize_use_projections=0``), which is what the keys are worth.
+`releases_manifests` and `load_pair`), and its floor is a bare SQL query returning exactly the same
+ids/rows on this data (checked equal), which may use what the generator knows (each trace's SDK root
+is its first-written row with root_priority 3) and every key the store has. Both run alternately
+three times in one worker process; the best time of each is kept, and the ratio path / floor
+printed. Peak RSS: the worker's high-water mark is reset (/proc/self/clear_refs) before each run of
+a path, so "extra RSS" is what that path added to the process (engine included: the store is
+embedded), and "peak" is the process's high-water mark during it. ``ragtrace traces --json`` runs as
+its own process (the CLI), at two limits, for its throughput and peak RSS. ``--without-keys`` also
+times each path with the projections switched off (``optimize_use_projections=0``), which is what
+the keys are worth.
 
     .venv/bin/python benchmarks/store_scale.py [--traces 1000000 10000000] [--dir DIR] [--json out.json]
 
