@@ -347,21 +347,26 @@ def load_pair(store: Any, baseline: tuple[str, str], candidate: tuple[str, str],
         params["service"] = service
     newest = newest_labels_sql(store, _keys(store, conds), conds)
     which = f"if({a}, 0, 1)"
-    # the query ids both sides have, from the key columns alone: only those labels are read whole
-    # (each further read of the sides' newest labels costs about what the old per-release read did)
-    paired = (f"(SELECT query_id FROM ({newest}) WHERE query_id != '' GROUP BY query_id "
-              f"HAVING uniqExact({which}) = 2)")
-    rows = store.query_rows(f"SELECT {which} AS side, {', '.join(_STORE_COLUMNS)} FROM ({newest}) WHERE "
-                            f"query_id IN {paired} ORDER BY side, trace_time, trace_id", params)
-    # what is not read, per side: duplicates (as `label_set` counts them), the trace ids of records
-    # without a query id (in read order) and the query ids the other side lacks; one pass over the
-    # sides' key columns, the other side found by a window over the query id
-    rest = {int(r[0]): r[1:] for r in store.query_rows(
+    # First, per side, from both sides' key columns in one pass (the other side found by a window over
+    # the query id): the query ids both have, and what is not read: duplicates (as `label_set` counts
+    # them), the trace ids of records without a query id (in read order), the query ids the other
+    # side lacks.
+    summary = {int(r[0]): r[1:] for r in store.query_rows(
         "SELECT side, countIf(query_id != '') - uniqExactIf(query_id, query_id != ''), "
         "arrayMap(x -> x.2, arraySort(groupArrayIf((trace_time, trace_id), query_id = ''))), "
-        "arraySort(groupUniqArrayIf(query_id, query_id != '' AND sides = 1)) FROM (SELECT query_id, trace_id, "
-        f"trace_time, {which} AS side, uniqExact(side) OVER (PARTITION BY query_id) AS sides FROM ({newest})) "
-        "GROUP BY side", params)}
+        "arraySort(groupUniqArrayIf(query_id, query_id != '' AND sides = 1)), "
+        "groupUniqArrayIf(query_id, query_id != '' AND sides = 2) FROM (SELECT query_id, trace_id, trace_time, "
+        f"{which} AS side, uniqExact(side) OVER (PARTITION BY query_id) AS sides FROM ({newest})) GROUP BY side",
+        params)}
+    # then the labels of those query ids alone, whole: bound as a list, their keys' versions are the
+    # only rows the engine sorts for the newest one (a subquery here would read both sides again)
+    paired_ids = list(summary[0][3]) if 0 in summary else []
+    by_id = [*conds, "query_id IN {paired:Array(String)}"]
+    labels = newest_labels_sql(store, _keys(store, by_id), by_id)
+    rows = [] if not paired_ids else store.query_rows(
+        f"SELECT {which} AS side, {', '.join(_STORE_COLUMNS)} FROM ({labels}) ORDER BY side, trace_time, trace_id",
+        {**params, "paired": paired_ids})
+    rest = {k: v[:3] for k, v in summary.items()}
     out = []
     for side, (release, manifest) in enumerate((baseline, candidate)):
         ls = label_set(release, "store", (_stored_label(tenant, row[1:]) for row in rows if row[0] == side))
