@@ -327,6 +327,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dev", "--data", dest="dev", type=Path, default=DEFAULT_DEV)
     parser.add_argument("--train", type=Path, default=DEFAULT_TRAIN)
     parser.add_argument("--cache-dir", type=Path, default=ROOT / "build" / "grounding-cache")
+    parser.add_argument("--token-cache-dir", type=Path, default=ROOT / "build" / "grounding-tokens",
+                        help="MiniLM token states (the folds refit on grounding-train's, ~1.2 GB)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--limit", type=int, help="first N items per set (smoke runs)")
     parser.add_argument("--bootstrap", type=int, default=1000)
@@ -347,7 +349,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--write-measured measures the packaged offline labeller on the full dev sets: "
                      "drop --labeller/--limit/--only")
 
-    embedder = SentenceEmbedder(cache_dir=args.cache_dir)
+    embedder = SentenceEmbedder(cache_dir=args.cache_dir, token_cache_dir=args.token_cache_dir,
+                                max_token_entries=1_000_000)
     hotpot = args.hotpot / "dev_subsampled.jsonl"
     report: dict[str, Any] = {}
     started = time.perf_counter()

@@ -52,6 +52,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.grounding_data import DEFAULT_TRAIN, SHARED, TRAIN_SOURCES, Item, load_train_pool  # noqa: E402
 from benchmarks.grounding_metrics import auroc, balanced_accuracy  # noqa: E402
+from ragtrace_evaluator.labellers.alignment import ALIGN_FEATURES  # noqa: E402
 from ragtrace_evaluator.labellers.claims import extract_claims  # noqa: E402
 from ragtrace_evaluator.labellers.embedding import SentenceEmbedder  # noqa: E402
 from ragtrace_evaluator.labellers.lexical import features  # noqa: E402
@@ -79,6 +80,9 @@ MONOTONE = {
     "missing_names": -1, "missing_names_local": -1, "unseen": -1, "persona": -1, "missing_idf": -1,
     "missing_count": -1, "missing_run": -1, "number_conflict": -1, "negation_conflict": -1, "name_conflict": -1,
     "claim_overlap": 1, "answer_overlap": 1, "answer_overlap_raw": 1, "claim_length": 0, "n_claims": 0,
+    # token alignment (labellers.alignment): better-matched words only raise support, words below the
+    # "unsupported" level only lower it
+    "align_mean": 1, "align_min": 1, "align_q20": 1, "align_low": -1, "align_name_min": 1, "align_name_low": -1,
 }
 
 
@@ -132,7 +136,7 @@ def _code_key(extra: str) -> str:
     """Features are recomputed when the code that makes them or the data changes."""
     digest = hashlib.sha256(extra.encode())
     src = ROOT / "evaluator" / "src" / "ragtrace_evaluator" / "labellers"
-    for name in ("claims.py", "lexical.py", "quantities.py", "offline.py", "embedding.py"):
+    for name in ("claims.py", "lexical.py", "quantities.py", "offline.py", "embedding.py", "alignment.py"):
         digest.update((src / name).read_bytes())
     digest.update((ROOT / "benchmarks" / "grounding_data.py").read_bytes())
     return digest.hexdigest()[:16]
@@ -385,6 +389,20 @@ def choose_thresholds(p: np.ndarray, labels: np.ndarray, set_of: np.ndarray, sou
             "review": REVIEW_CONFIDENCE, "review_curve": curve}
 
 
+def heldout_decisions(oof: np.ndarray, pool: Pool, sources: Sequence[str]
+                      ) -> tuple[float, float, dict[str, Any], dict[str, float | None]]:
+    """Platt calibration and support threshold from held-out answer scores (training sets only),
+    and each set's held-out balanced accuracy at that threshold."""
+    real = pool.sources != SYNTHETIC
+    labels, set_of, z = pool.labels[real], pool.sources[real], oof[real]
+    a, b = fit_platt(z, labels.astype(float), item_weights(labels, set_of))
+    p = np.where(np.isfinite(z), 1 / (1 + np.exp(-(a * _finite(z) + b))), 0.0)
+    thresholds = choose_thresholds(p, labels, set_of, sources)
+    per_set_ba = {s: balanced_accuracy(labels[set_of == s], (p[set_of == s] >= thresholds["support"]).astype(int))
+                  for s in sources}
+    return a, b, thresholds, per_set_ba
+
+
 # -- export -----------------------------------------------------------------------------------------
 
 def export_model(model: Any, cand: Candidate) -> dict[str, Any]:
@@ -414,19 +432,23 @@ def export_model(model: Any, cand: Candidate) -> dict[str, Any]:
             "intercept": float(model.intercept_[0])}
 
 
-def candidates() -> list[Candidate]:
-    """What the leave-one-set-out comparison chooses among (ties: the first listed wins)."""
+def candidates(earlier: bool = False) -> list[Candidate]:
+    """What the leave-one-set-out comparison chooses among (ties: the first listed wins): offline-8's
+    model, and the same model with token-alignment features. ``earlier``: also the candidates that
+    offline-8 was chosen from (docs/labellers.md has their table; each takes minutes to score)."""
     offline6 = ("coverage", "bigram", "cosine", "missing_numbers", "missing_names", "unseen", "persona")
     # a priori: features with a free sign (length, claim count) let a model learn which set a text
     # comes from (summaries are long); the monotone ones can only say "more evidence, more support"
-    monotone = tuple(f for f in FEATURES if MONOTONE[f] != 0)
+    monotone = tuple(f for f in FEATURES if MONOTONE[f] != 0 and f not in ALIGN_FEATURES)
     no_count = tuple(f for f in monotone if f != "missing_count")
     fast = (("max_iter", 150), ("learning_rate", 0.1))
+    offline8 = Candidate("trees (300 rounds, depth 4), monotone features, top 5 sentences, synthetic x1.0", "trees",
+                         monotone, (("max_depth", 4),), 5, 1.0)
     out = [
         Candidate("logistic, offline-6 features", "logistic", offline6),
         Candidate("logistic, monotone features", "logistic", monotone),
         Candidate("trees, offline-6 features", "trees", offline6, fast),
-        Candidate("trees, all features", "trees", tuple(FEATURES), fast),
+        Candidate("trees, all features", "trees", tuple(f for f in FEATURES if f not in ALIGN_FEATURES), fast),
         Candidate("trees, monotone features", "trees", monotone, fast),
         Candidate("trees, monotone features without the missing-word count", "trees", no_count, fast),
     ]
@@ -436,13 +458,20 @@ def candidates() -> list[Candidate]:
                 out.append(Candidate(f"trees, monotone features, top {top_k} sentences, synthetic x{weight}", "trees",
                                      monotone, fast, top_k, weight))
     # the full boosting budget (300 rounds at 0.05, depth 4): more capacity, same features
-    out.append(Candidate("trees (300 rounds, depth 4), monotone features, top 5 sentences, synthetic x1.0", "trees",
-                         monotone, (("max_depth", 4),), 5, 1.0))
+    out = [*out, offline8] if earlier else [offline8]
+    # the same model with MiniLM token-alignment features (labellers.alignment): all six, the four over
+    # every content word, the two over names and numbers, the mean and minimum alone
+    names = tuple(f for f in ALIGN_FEATURES if "name" in f)
+    plain = tuple(f for f in ALIGN_FEATURES if "name" not in f)
+    for label, cols in (("all 6", ALIGN_FEATURES), ("content words", plain), ("names and numbers", names),
+                        ("mean and min", ("align_mean", "align_min"))):
+        out.append(Candidate(f"trees (300 rounds, depth 4), monotone features + token alignment ({label}), top 5 "
+                             "sentences, synthetic x1.0", "trees", monotone + tuple(cols), (("max_depth", 4),), 5, 1.0))
     return out
 
 
 def build(train_dir: Path, hotpot: Path, embedder: SentenceEmbedder, cache: Path | None = FIT_CACHE,
-          only: Sequence[Candidate] | None = None) -> tuple[dict[str, Any], str]:
+          only: Sequence[Candidate] | None = None, earlier: bool = False) -> tuple[dict[str, Any], str]:
     """Featurise, compare candidates by leave-one-set-out CV, fit the winner on every set, calibrate,
     choose thresholds; returns (artefact spec, report text)."""
     idf, default = hotpot_idf(hotpot)
@@ -453,19 +482,25 @@ def build(train_dir: Path, hotpot: Path, embedder: SentenceEmbedder, cache: Path
             pools[top_k] = training_pool(train_dir, hotpot, embedder, top_k, cache)
         return pools[top_k]
 
-    first = pool_for(TOP_K_DEFAULT)
+    compared = list(only) if only is not None else candidates(earlier)
+    first = pool_for(compared[0].top_k)
     real = first.sources != SYNTHETIC
     report: list[str] = [f"grounding-train: {int(real.sum())} texts, {int(real[first.item_of].sum())} claims, "
                          f"{int(first.claimless.sum())} claim-less texts; synthetic HotpotQA claims: "
                          f"{int((~real).sum())}"]
     sources = [s for s in TRAIN_SOURCES if (first.sources == s).any()]
     results = []
-    for cand in (list(only) if only is not None else candidates()):
+    for cand in compared:
         started = time.perf_counter()
-        res = loso(cand, pool_for(cand.top_k), sources)
+        pool = pool_for(cand.top_k)
+        res = loso(cand, pool, sources)
         results.append((cand, res))
         folds = ", ".join(f"{s} {v:.3f}" for s, v in res["auroc"].items() if v is not None)
-        report.append(f"- {cand.name}: mean held-out AUROC {res['mean_auroc']:.4f}  ({folds})  "
+        # each candidate's own held-out calibration and threshold, so balanced accuracy compares too
+        _, _, th, ba = heldout_decisions(res["oof"], pool, sources)
+        bas = ", ".join(f"{s} {v:.3f}" for s, v in ba.items() if v is not None)
+        report.append(f"- {cand.name}: mean held-out AUROC {res['mean_auroc']:.4f}  ({folds}); mean held-out "
+                      f"balanced accuracy {th['mean_heldout_balanced_accuracy']:.4f} at {th['support']} ({bas})  "
                       f"[{time.perf_counter() - started:.0f} s]")
         print(report[-1], file=sys.stderr)
     best = max(r[1]["mean_auroc"] or -1 for r in results)
@@ -473,12 +508,8 @@ def build(train_dir: Path, hotpot: Path, embedder: SentenceEmbedder, cache: Path
     report.append(f"chosen: {cand.name}")
     pool = pool_for(cand.top_k)
     real = pool.sources != SYNTHETIC
-    labels, set_of, oof = pool.labels[real], pool.sources[real], res["oof"][real]
-    a, b = fit_platt(oof, labels.astype(float), item_weights(labels, set_of))
-    p = np.where(np.isfinite(oof), 1 / (1 + np.exp(-(a * _finite(oof) + b))), 0.0)
-    thresholds = choose_thresholds(p, labels, set_of, sources)
-    per_set_ba = {s: balanced_accuracy(labels[set_of == s], (p[set_of == s] >= thresholds["support"]).astype(int))
-                  for s in sources}
+    labels, set_of = pool.labels[real], pool.sources[real]
+    a, b, thresholds, per_set_ba = heldout_decisions(res["oof"], pool, sources)
     report.append(f"calibration a={a:.4f} b={b:.4f}; support threshold {thresholds['support']} (mean held-out "
                   f"balanced accuracy {thresholds['mean_heldout_balanced_accuracy']}); review threshold "
                   f"{thresholds['review']}; held-out risk-coverage (set-balanced): " + ", ".join(
@@ -526,7 +557,7 @@ def fold_labeller_factory(train_dir: Path, embedder: SentenceEmbedder,
 
     shipped = load_artefact()
     chosen = shipped.cv.get("chosen")
-    cand = next((c for c in candidates() if c.name == chosen), None)
+    cand = next((c for c in candidates(earlier=True) if c.name == chosen), None)
     if cand is None:
         raise ValueError(f"the packaged artefact's candidate {chosen!r} is not among benchmarks/grounding_fit.py's "
                          "candidates: rebuild it")
@@ -549,11 +580,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train", type=Path, default=DEFAULT_TRAIN)
     parser.add_argument("--hotpot", type=Path, default=SHARED / "hotpotqa-dev500")
     parser.add_argument("--cache-dir", type=Path, default=ROOT / "build" / "grounding-cache")
+    parser.add_argument("--token-cache-dir", type=Path, default=ROOT / "build" / "grounding-tokens",
+                        help="MiniLM token states of the claims and their evidence (float16, ~1.2 GB)")
     parser.add_argument("--out", type=Path, default=ARTEFACT_PATH)
+    parser.add_argument("--earlier-candidates", action="store_true",
+                        help="also score the candidates offline-8 was chosen from (adds about half an hour)")
     args = parser.parse_args(argv)
-    embedder = SentenceEmbedder(cache_dir=args.cache_dir)
-    spec, report = build(args.train, args.hotpot / "dev_subsampled.jsonl", embedder)
+    # the fit reads every claim's token states several times (two evidence sizes): keep them all
+    embedder = SentenceEmbedder(cache_dir=args.cache_dir, token_cache_dir=args.token_cache_dir,
+                                max_token_entries=1_000_000)
+    spec, report = build(args.train, args.hotpot / "dev_subsampled.jsonl", embedder,
+                         earlier=args.earlier_candidates)
     embedder.save()
+    embedder.save_tokens()
     print(report)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     # Sorted keys and fixed rounding: the same data and code give the same bytes, hence the same hash.

@@ -26,7 +26,7 @@ def test_protocol_and_manifest(offline) -> None:  # type: ignore[no-untyped-def]
     assert m["kind"] == "offline" and len(m["file_hash"]) == 64
     # the thresholds are the artefact's, chosen on the training sets (benchmarks/grounding_fit.py)
     assert m["thresholds"] == {k: offline.model.thresholds[k] for k in ("support", "contradiction", "review")}
-    assert m["formula_version"] == "offline-8"
+    assert m["formula_version"] == "offline-9"
     assert m["training_data"]["fitted_on"].startswith("../shared/data/grounding-train")
 
 

@@ -14,6 +14,7 @@ from importlib import resources
 import numpy as np
 import pytest
 
+from ragtrace_evaluator.labellers.alignment import ALIGN_FEATURES
 from ragtrace_evaluator.labellers.offline import FEATURES, FORMULA_VERSION
 from ragtrace_evaluator.labellers.support_model import (
     DEFAULT_ARTEFACT,
@@ -33,6 +34,8 @@ def test_the_artefact_is_small_and_describes_its_training_data() -> None:
     model = load_artefact()
     assert model.sha256 == hashlib.sha256(data).hexdigest()
     assert model.features == FEATURES and model.formula_version == FORMULA_VERSION
+    # offline-9: the leave-one-set-out comparison chose the model with the token-alignment columns
+    assert "token alignment (all 6)" in model.cv["chosen"] and set(ALIGN_FEATURES) <= set(model.features)
     assert "grounding-train" in model.training_data["fitted_on"]
     assert set(model.training_data["sets"]) >= {"factcheckgpt", "faithdial_audit", "summedits"}
     assert 0.0 < model.thresholds["support"] < 1.0 and 0.5 <= model.thresholds["review"] < 1.0

@@ -40,12 +40,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
+from ragtrace_evaluator.labellers.alignment import ALIGN_FEATURES, alignment_features
 from ragtrace_evaluator.labellers.claims import extract_claims, split_sentences
 from ragtrace_evaluator.labellers.embedding import SentenceEmbedder, default_embedder
 from ragtrace_evaluator.labellers.lexical import (
@@ -73,7 +74,7 @@ from ragtrace_evaluator.labellers.protocol import (
 )
 from ragtrace_evaluator.labellers.support_model import SupportModel, load_artefact, measured_record
 
-FORMULA_VERSION = "offline-8"
+FORMULA_VERSION = "offline-9"
 
 
 @dataclass(frozen=True)
@@ -112,10 +113,20 @@ class ClaimFeatures:
     answer_overlap_raw: float
     claim_length: float
     n_claims: float
+    #: token-level alignment to the local evidence (:mod:`ragtrace_evaluator.labellers.alignment`);
+    #: filled in only when the support model uses it (neutral values otherwise)
+    align_mean: float = 1.0
+    align_min: float = 1.0
+    align_q20: float = 1.0
+    align_low: float = 0.0
+    align_name_min: float = 1.0
+    align_name_low: float = 0.0
     #: how much of the claim, apart from its numbers and names, the aligned sentence covers
     rest_coverage: float = 0.0
     conflict: str | None = None
     passage_index: int | None = None
+    #: the local evidence: indices of the answer's passage sentences (best first)
+    evidence: tuple[int, ...] = ()
 
     def vector(self) -> list[float]:
         return [float(getattr(self, name)) for name in FEATURES]
@@ -126,7 +137,7 @@ FEATURES: tuple[str, ...] = (
     "coverage", "bigram", "cosine", "cosine_top", "aligned_coverage", "missing_numbers", "missing_names",
     "missing_names_local", "unseen", "persona", "missing_idf", "missing_count", "missing_run", "number_conflict",
     "negation_conflict", "name_conflict", "claim_overlap", "answer_overlap", "answer_overlap_raw", "claim_length",
-    "n_claims",
+    "n_claims", *ALIGN_FEATURES,
 )
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -235,9 +246,13 @@ class OfflineGroundingLabeller:
         self.thresholds = thresholds
         # the evidence size is part of the fitted model: the artefact's unless overridden
         self.top_k = top_k if top_k is not None else self.model.top_k
-        if tuple(self.model.features) != FEATURES:
-            raise ValueError(f"the support model was fitted on features {list(self.model.features)}; this code "
-                             f"computes {list(FEATURES)}: rebuild it with benchmarks/grounding_fit.py")
+        unknown = [f for f in self.model.features if f not in FEATURES]
+        if unknown:
+            raise ValueError(f"the support model was fitted on features {unknown} that this code does not compute "
+                             f"(it computes {list(FEATURES)}): rebuild it with benchmarks/grounding_fit.py")
+        self._columns = [FEATURES.index(f) for f in self.model.features]
+        # token states cost a second look at the claim's evidence: only when the model reads them
+        self.uses_alignment = any(f in ALIGN_FEATURES for f in self.model.features)
 
     def manifest(self) -> dict[str, Any]:
         emb = self.embedder.manifest()
@@ -356,6 +371,7 @@ class OfflineGroundingLabeller:
             rest_coverage=_rest_coverage(cf, aligned),
             conflict=conflict,
             passage_index=owners[best],
+            evidence=tuple(top),
             **shared.as_kwargs(),
         )
 
@@ -405,6 +421,10 @@ class OfflineGroundingLabeller:
             texts.extend(ctx.sentences)
         # One embedding call for the whole batch: the embedder de-duplicates and caches by content
         # hash, so repeated passages cost nothing.
+        if self.uses_alignment and texts:
+            # texts seen for the first time: one forward pass gives their pooled vectors and the
+            # token states the alignment needs (for the claims and their local evidence)
+            self.embedder.token_states(self.embedder.uncached(texts))
         vecs = self.embedder.embed(texts) if texts else np.zeros((0, 384), dtype=np.float32)
         out = []
         pos = 0
@@ -414,12 +434,32 @@ class OfflineGroundingLabeller:
             sent_vecs = vecs[pos:pos + len(ctx.sentences)]
             pos += len(ctx.sentences)
             out.append([self.candidate_features(c, claim_vecs[k], ctx, sent_vecs) for k, c in enumerate(claims)])
-        return out
+        return self._with_alignment(items, contexts, out) if self.uses_alignment else out
+
+    def _with_alignment(self, items: Sequence[tuple[Sequence[str], Sequence[Passage], str]],
+                        contexts: Sequence[_Answer],
+                        feats: list[list[list[ClaimFeatures]]]) -> list[list[list[ClaimFeatures]]]:
+        """Fill in the token-alignment features of every candidate: one batched token-state call for
+        the claims and their local evidence sentences (cached by content hash like the embeddings)."""
+        texts: list[str] = []
+        for (claims, _, _), ctx, item in zip(items, contexts, feats, strict=True):
+            texts.extend(claims)
+            texts.extend(ctx.sentences[j] for candidates in item for f in candidates for j in f.evidence)
+        unique = list(dict.fromkeys(texts))
+        states = dict(zip(unique, self.embedder.token_states(unique), strict=True)) if unique else {}
+
+        def aligned(claim: str, f: ClaimFeatures, ctx: _Answer) -> ClaimFeatures:
+            values: dict[str, Any] = alignment_features(claim, states[claim], [states[ctx.sentences[j]]
+                                                                               for j in f.evidence], self.model.idf_of)
+            return replace(f, **values)
+
+        return [[[aligned(claim, f, ctx) for f in candidates] for claim, candidates in zip(claims, item, strict=True)]
+                for (claims, _, _), ctx, item in zip(items, contexts, feats, strict=True)]
 
     def _score_many(self, items: Sequence[tuple[Sequence[str], Sequence[Passage], str]]) -> list[list[ClaimVerdict]]:
         feats = self.featurise_many(items)
         rows = [f.vector() for item in feats for claim in item for f in claim]
-        probs = iter(self.model.predict(np.array(rows, dtype=np.float64)) if rows else ())
+        probs = iter(self.model.predict(np.array(rows, dtype=np.float64)[:, self._columns]) if rows else ())
         out = []
         for (claims, passages, _), item in zip(items, feats, strict=True):
             verdicts = []
