@@ -453,8 +453,15 @@ class OfflineGroundingLabeller:
                                                                                for j in f.evidence], self.model.idf_of)
             return replace(f, **values)
 
-        return [[[aligned(claim, f, ctx) for f in candidates] for claim, candidates in zip(claims, item, strict=True)]
-                for (claims, _, _), ctx, item in zip(items, contexts, feats, strict=True)]
+        from threadpoolctl import threadpool_limits
+
+        # Many small matrix products (a claim's pieces × its evidence pieces): a multi-threaded BLAS
+        # spends longer waking its threads than computing, and on a loaded 2-core machine warm
+        # labelling fell from ~300 to ~30 traces/s that way. One thread here; the encoder keeps its own.
+        with threadpool_limits(limits=1, user_api="blas"):
+            return [[[aligned(claim, f, ctx) for f in candidates]
+                     for claim, candidates in zip(claims, item, strict=True)]
+                    for (claims, _, _), ctx, item in zip(items, contexts, feats, strict=True)]
 
     def _score_many(self, items: Sequence[tuple[Sequence[str], Sequence[Passage], str]]) -> list[list[ClaimVerdict]]:
         feats = self.featurise_many(items)
