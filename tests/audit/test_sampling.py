@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from ragtrace_evaluator.audit import sampling
 from ragtrace_evaluator.audit.sampling import SamplePlan, SamplingError, parse_shard, sampler_of, select_sample
 from ragtrace_store import TraceFilter
+from tests.counting_store import CountingStore
 
 from .xxh64 import xxh64
 
@@ -241,30 +242,15 @@ def test_thin_slices_take_more_rounds_and_choose_the_same(chdb_store: Any, traff
     assert many.trace_ids == one.trace_ids == reference(rows, staged, plan)
 
 
-class _Counting:
-    """The store, counting what the engine hands to Python."""
-
-    def __init__(self, store: Any) -> None:
-        self._store, self.received = store, 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
-
-    def query_rows(self, sql: str, parameters: Any = None) -> list[tuple[Any, ...]]:
-        rows = self._store.query_rows(sql, parameters)
-        self.received += sum(len(v) if isinstance(v, list) else 1 for r in rows for v in r)
-        return rows
-
-
 def test_python_is_handed_only_the_chosen_ids(chdb_store: Any, traffic: Any) -> None:
     tenant = traffic[0]
-    counting = _Counting(chdb_store)
+    counting = CountingStore(chdb_store)
     got = select_sample(counting, TraceFilter(tenant=tenant), SamplePlan(sample=20, shard=(2, 5)))
     assert 0 < len(got.trace_ids) < 20 and got.rounds == 1
     # one count; then per stratum its key, count, the chosen units and ids of this shard (at most 20
     # each) and how many chosen are another root than the SDK's, twice when some are (the choice is
     # made again with the query-or-not check): never the 3,987 candidate rows
-    assert counting.received <= 1 + 2 * (3 + 2 * 20) < got.candidate_rows / 40
+    assert counting.values <= 1 + 2 * (3 + 2 * 20) < got.candidate_rows / 40
 
 
 def _no_rounds(*_args: Any) -> None:

@@ -15,6 +15,7 @@ from ragtrace_cli.commands.compare import compare_main
 from ragtrace_evaluator.audit.run import label_row
 from ragtrace_evaluator.compare.comparison import compare, pair
 from ragtrace_evaluator.compare.records import load_pair, load_release, release_manifests
+from tests.counting_store import CountingStore
 
 from .story import story_records
 
@@ -53,21 +54,6 @@ def test_releases_in_the_store_compare_like_the_files(chdb_store: Any) -> None:
     assert len(only.labels) == 400
 
 
-class _Rows:
-    """The store, counting the rows its queries return to Python."""
-
-    def __init__(self, store: Any) -> None:
-        self._store, self.rows = store, 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
-
-    def query_rows(self, sql: str, parameters: Any = None) -> list[tuple[Any, ...]]:
-        rows = self._store.query_rows(sql, parameters)
-        self.rows += len(rows)
-        return rows
-
-
 @pytest.mark.parametrize("paired", [40, 200])
 def test_the_engine_pairs_and_reads_only_the_paired_labels(chdb_store: Any, paired: int) -> None:
     """Two releases with `paired` query ids in common (and some only in one, a duplicate, records
@@ -92,7 +78,7 @@ def test_the_engine_pairs_and_reads_only_the_paired_labels(chdb_store: Any, pair
                                            "labelled_at"])
     (a,) = load_release(chdb_store, "v1", tenant=tenant)
     (b,) = load_release(chdb_store, "v2", tenant=tenant)
-    counting = _Rows(chdb_store)
+    counting = CountingStore(chdb_store)
     assert release_manifests(chdb_store, "v1", tenant=tenant) == ["m-pair"]
     pa, pb = load_pair(counting, ("v1", "m-pair"), ("v2", "m-pair"), tenant=tenant)
     assert len(pa.labels) == len(pb.labels) == paired and len(a.labels) == only + paired
