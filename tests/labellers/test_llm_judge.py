@@ -5,9 +5,6 @@ server that speaks the OpenAI chat-completions API, generating with a real trans
 from __future__ import annotations
 
 import os
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +20,7 @@ from ragtrace_evaluator.labellers.llm_judge import (
     verdict_policy,
 )
 from ragtrace_evaluator.labellers.protocol import Passage
+from tests.loopback import serving
 
 PASSAGES = [Passage("d1", "The bridge opened in 1932 and is 503 metres long.")]
 
@@ -105,27 +103,10 @@ def _make_app(model_dir: str, gguf_file: str | None) -> Any:
     return app
 
 
-def _serve(app: Any) -> Iterator[str]:
-    import uvicorn
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started, "the local chat server did not start"
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
-
-
 @pytest.fixture(scope="module")
 def tiny_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    yield from _serve(_make_app(str(_tiny_lm(tmp_path_factory.mktemp("judge_lm"))), None))
+    with serving(_make_app(str(_tiny_lm(tmp_path_factory.mktemp("judge_lm"))), None)) as url:
+        yield url
 
 
 def test_unparseable_reply_is_undefined_not_scored(tiny_server: str) -> None:
@@ -153,7 +134,7 @@ def test_judge_against_smollm2_served_locally() -> None:
     from ragtrace_evaluator.labellers.erag import smollm2_location
 
     folder, gguf = smollm2_location()
-    for base in _serve(_make_app(str(folder), gguf)):
+    with serving(_make_app(str(folder), gguf)) as base:
         judge = LLMJudge(f"{base}/v1", model="smollm2", max_tokens=96)
         result = judge.judge("The bridge opened in 1932. It is 503 metres long.", PASSAGES)
         # SmolLM2-135M often fails the rubric; either way the label must be well-formed.

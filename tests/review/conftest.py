@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 import itertools
-import socket
-import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-import uvicorn
 from fastapi import FastAPI
 
 from ragtrace_review.web import mount
 from ragtrace_store import Store
+from tests.loopback import serving
 
 from .rows import SAMPLE_CLAIMS, label_record, sample_trace, write_labels, write_trace
 
@@ -53,25 +49,6 @@ def seeded(store: Store, tenant: str) -> Callable[..., list[dict[str, Any]]]:
     return make
 
 
-@contextmanager
-def serving(app: FastAPI) -> Iterator[str]:
-    """``app`` on a real uvicorn server (loopback, a thread of this process); yields its base URL."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 @pytest.fixture

@@ -115,8 +115,7 @@ def test_reviewers_cli_through_the_server(store: Store, capsys: pytest.CaptureFi
 
     from ragtrace_cli.commands.review import reviewers_main
     from ragtrace_review.web import mount
-
-    from .conftest import serving
+    from tests.loopback import serving
 
     app = FastAPI()  # no tenant tokens: tenant "default", administered with the admin token
     mount(app, lambda: store, SimpleNamespace(review_secret="s", admin_token="adm-secret"))

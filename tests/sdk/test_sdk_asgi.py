@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import StreamingResponse
 from opentelemetry.trace import SpanKind, StatusCode
@@ -19,6 +16,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 import ragtrace
 from ragtrace import semconv as sc
 from ragtrace.asgi import RagtraceMiddleware, parse_traceparent
+from tests.loopback import serving
 
 from .util import short
 
@@ -194,29 +192,10 @@ def test_parse_traceparent(header: str, ok: bool) -> None:
         assert ctx.trace_id == int(TRACE, 16) and ctx.is_remote
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 def live_server() -> Iterator[str]:
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(make_app(), host="127.0.0.1", port=port, log_level="warning",
-                                           lifespan="off"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
+    with serving(make_app(), lifespan="off") as url:
+        yield url
 
 
 def test_real_uvicorn_streaming_with_traceparent(memory: Any, live_server: str) -> None:
