@@ -64,14 +64,11 @@ def main() -> None:
     a = p.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-    import ragtrace
     from ragtrace_evaluator.compare.comparison import compare
     from ragtrace_evaluator.compare.records import label_set, parse_record
-    from ragtrace_examples.components import MiniLMEncoder
     from ragtrace_examples.corpus import generate_corpus
-    from ragtrace_examples.demo import Collector, _free_port, wait_for_traces, write_references
+    from ragtrace_examples.demo import record_releases, write_references
     from ragtrace_examples.faults import Fault, baseline_release, candidate_release, rechunked_release
-    from ragtrace_examples.pipeline import RagPipeline
 
     folder = Path(tempfile.mkdtemp(prefix="ragtrace-stale-labels-"))
     corpus = generate_corpus(a.docs, seed=a.seed)
@@ -83,21 +80,7 @@ def main() -> None:
     store = folder / "store"
     _ragtrace("store", "migrate", "--store", str(store))
     _ragtrace("labels", "import", str(write_references(folder / "refs.jsonl", corpus)), "--store", str(store))
-    collector = Collector(store, _free_port(), folder / "collector.log")
-    collector.start()
-    try:
-        encoder = MiniLMEncoder()
-        for rel in releases:
-            ragtrace.configure(endpoint=collector.url, service=SERVICE, release=rel.name, environment="bench",
-                               schedule_delay_ms=100)
-            pipeline = RagPipeline(corpus, rel, encoder=encoder, record_gold=False)
-            for q in corpus.questions:
-                pipeline.ask(q.question, q.id)
-            ragtrace.force_flush(30)
-        ragtrace.shutdown()
-        wait_for_traces(collector.url, SERVICE, {r.name: len(corpus.questions) for r in releases}, timeout=600)
-    finally:
-        collector.stop()
+    record_releases(corpus, releases, store, folder, service=SERVICE, environment="bench")
     audit = ("audit", "--store", str(store), "--service", SERVICE, "--relevance-labeller", "none", "--quiet")
     _ragtrace("labels", "import", str(folder / "corpus" / "qrels.txt"), "--store", str(store))
     _ragtrace(*audit, "--per-trace", str(folder / "chunk-ids.jsonl"))

@@ -49,6 +49,18 @@ class Collector:
         self.providers.append(tp)
         return tp, seen
 
+    @contextmanager
+    def instrumented(self, instrumentor: Any, service: str, release: str, *,
+                     max_attributes: int | None = None) -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
+        """``instrumentor`` (an OpenInference instrumentor instance) on a fresh provider of
+        :meth:`provider`, uninstrumented again on exit."""
+        tp, seen = self.provider(service, release, max_attributes=max_attributes)
+        instrumentor.instrument(tracer_provider=tp)
+        try:
+            yield tp, seen
+        finally:
+            instrumentor.uninstrument()
+
     def flush(self, tp: TracerProvider) -> None:
         assert tp.force_flush(30_000), "the SDK did not export within 30 s"
         assert self.app.state.writer.flush(30), "the collector did not write within 30 s"

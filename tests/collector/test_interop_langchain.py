@@ -6,7 +6,7 @@ fake chat model. No span here is hand-built."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any
@@ -86,16 +86,9 @@ def lc(chdb_store: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Co
         yield c
 
 
-@contextmanager
-def instrumented(c: Collector, release: str, *,
-                 max_attributes: int | None = None) -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
-    tp, seen = c.provider("lc-rag", release, max_attributes=max_attributes)
-    inst = LangChainInstrumentor()
-    inst.instrument(tracer_provider=tp)
-    try:
-        yield tp, seen
-    finally:
-        inst.uninstrument()
+def instrumented(c: Collector, release: str, *, max_attributes: int | None = None,
+                 ) -> AbstractContextManager[tuple[TracerProvider, InMemorySpanExporter]]:
+    return c.instrumented(LangChainInstrumentor(), "lc-rag", release, max_attributes=max_attributes)
 
 
 def ids(docs: Any) -> list[str]:

@@ -6,7 +6,7 @@ over OTLP/HTTP to a real `ragtrace serve` on loopback: a node postprocessor that
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 import pytest
@@ -120,16 +120,9 @@ def li(chdb_store: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Co
         yield c
 
 
-@contextmanager
-def instrumented(c: Collector, release: str, *,
-                 max_attributes: int | None = None) -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
-    tp, seen = c.provider("li-rag", release, max_attributes=max_attributes)
-    inst = LlamaIndexInstrumentor()
-    inst.instrument(tracer_provider=tp)
-    try:
-        yield tp, seen
-    finally:
-        inst.uninstrument()
+def instrumented(c: Collector, release: str, *, max_attributes: int | None = None,
+                 ) -> AbstractContextManager[tuple[TracerProvider, InMemorySpanExporter]]:
+    return c.instrumented(LlamaIndexInstrumentor(), "li-rag", release, max_attributes=max_attributes)
 
 
 def ids(docs: Any) -> list[str]:

@@ -46,10 +46,7 @@ def _ragtrace(*args: str) -> str:
 
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    import ragtrace
-    from ragtrace_examples.components import MiniLMEncoder
-    from ragtrace_examples.demo import Collector, _free_port, wait_for_traces, write_references
-    from ragtrace_examples.pipeline import RagPipeline
+    from ragtrace_examples.demo import record_releases, write_references
 
     folder = tmp_path_factory.mktemp("evidence-gold")
     corpus = generate_corpus(N_DOCS, seed=4)
@@ -60,21 +57,7 @@ def audited(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     store = folder / "store"
     _ragtrace("store", "migrate", "--store", str(store))
     _ragtrace("labels", "import", str(write_references(folder / "refs.jsonl", corpus)), "--store", str(store))
-    collector = Collector(store, _free_port(), folder / "collector.log")
-    collector.start()
-    try:
-        encoder = MiniLMEncoder()
-        for rel in releases:
-            ragtrace.configure(endpoint=collector.url, service=SERVICE, release=rel.name, environment="test",
-                               schedule_delay_ms=100)
-            pipeline = RagPipeline(corpus, rel, encoder=encoder, record_gold=False)
-            for q in corpus.questions:
-                pipeline.ask(q.question, q.id)
-            ragtrace.force_flush(30)
-        ragtrace.shutdown()
-        wait_for_traces(collector.url, SERVICE, {r.name: N_DOCS for r in releases})
-    finally:
-        collector.stop()
+    record_releases(corpus, releases, store, folder, service=SERVICE, environment="test", timeout=120)
     out: dict[str, Any] = {"corpus": corpus, "rechunk": rechunk, "fault": fault}
     # chunk-id gold first (qrels.txt names documents: the chunk ids of the unsplit build) ...
     qrels_out = _ragtrace("labels", "import", str(folder / "corpus" / "qrels.txt"), "--store", str(store))

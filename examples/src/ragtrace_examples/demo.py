@@ -177,6 +177,34 @@ def send_traffic(corpus: Corpus, release: Release, collector_url: str, cfg: Demo
     return sent
 
 
+def record_releases(corpus: Corpus, releases: Sequence[Release], store: Path, folder: Path, *, service: str,
+                    environment: str, timeout: float = 600.0) -> None:
+    """Every golden question through each release's pipeline, in this process, traced to a fresh
+    ``ragtrace serve`` child on ``store``; returns once the collector has stored every trace.
+
+    The pipelines record no gold ids, as in the demo: gold comes from the labels the caller imports.
+    """
+    import ragtrace
+    from ragtrace_examples.components import MiniLMEncoder
+    from ragtrace_examples.pipeline import RagPipeline
+
+    collector = Collector(store, _free_port(), folder / "collector.log")
+    collector.start()
+    try:
+        encoder = MiniLMEncoder()
+        for rel in releases:
+            ragtrace.configure(endpoint=collector.url, service=service, release=rel.name,
+                               environment=environment, schedule_delay_ms=100)
+            pipeline = RagPipeline(corpus, rel, encoder=encoder, record_gold=False)
+            for q in corpus.questions:
+                pipeline.ask(q.question, q.id)
+            ragtrace.force_flush(30)
+        ragtrace.shutdown()
+        wait_for_traces(collector.url, service, {r.name: len(corpus.questions) for r in releases}, timeout=timeout)
+    finally:
+        collector.stop()
+
+
 def wait_for_traces(collector_url: str, service: str, expected: dict[str, int], timeout: float = 120.0) -> None:
     from ragtrace_cli.remote import RemoteClient, RemoteError
 
