@@ -474,16 +474,20 @@ def record_decision(
     return decision
 
 
-def list_decisions(store: Store, *, tenant: str, queue: str) -> list[Decision]:
+def _read_decisions(store: Store, where: str, order_by: str, params: dict[str, str]) -> list[Decision]:
+    """Decisions matching ``where`` (a fixed SQL condition over ``params``, never user text)."""
     rows = store.query_rows(
         f"SELECT queue, trace_id, reviewer_id, reviewer_name, manifest_id, labeller_failure_mode, failure_mode, "
         f"claims, relevance, note, decided_at FROM {store.table('review_decisions')} FINAL "
-        "WHERE tenant = {tenant:String} AND queue = {queue:String} ORDER BY trace_id, decided_at, reviewer_id",
-        {"tenant": tenant, "queue": queue},
-    )
+        f"WHERE {where} ORDER BY {order_by}", params)
     return [Decision(str(q), str(t), str(rid), str(name), str(m), str(lm), str(fm),
                      tuple(json.loads(c or "[]")), tuple(json.loads(rel or "[]")), str(note), as_utc(at))
             for q, t, rid, name, m, lm, fm, c, rel, note, at in rows]
+
+
+def list_decisions(store: Store, *, tenant: str, queue: str) -> list[Decision]:
+    return _read_decisions(store, "tenant = {tenant:String} AND queue = {queue:String}",
+                           "trace_id, decided_at, reviewer_id", {"tenant": tenant, "queue": queue})
 
 
 def add_trace(store: Store, queue: str, label: LabelRecord, *, tenant: str, reviewers: int = 2,
@@ -519,12 +523,5 @@ def add_trace(store: Store, queue: str, label: LabelRecord, *, tenant: str, revi
 
 def decisions_for_trace(store: Store, *, tenant: str, trace_id: str) -> list[Decision]:
     """Every review decision on one trace, in every queue of the tenant, oldest first."""
-    rows = store.query_rows(
-        f"SELECT queue, trace_id, reviewer_id, reviewer_name, manifest_id, labeller_failure_mode, failure_mode, "
-        f"claims, relevance, note, decided_at FROM {store.table('review_decisions')} FINAL "
-        "WHERE tenant = {tenant:String} AND trace_id = {t:String} ORDER BY decided_at, queue, reviewer_id",
-        {"tenant": tenant, "t": trace_id},
-    )
-    return [Decision(str(q), str(t), str(rid), str(name), str(m), str(lm), str(fm),
-                     tuple(json.loads(c or "[]")), tuple(json.loads(rel or "[]")), str(note), as_utc(at))
-            for q, t, rid, name, m, lm, fm, c, rel, note, at in rows]
+    return _read_decisions(store, "tenant = {tenant:String} AND trace_id = {t:String}",
+                           "decided_at, queue, reviewer_id", {"tenant": tenant, "t": trace_id})
