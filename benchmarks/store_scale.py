@@ -192,7 +192,7 @@ def _size(st: Any) -> dict[str, int]:
 
 
 # --- the paths and their floors -------------------------------------------------------------------------
-def paths(path: Path, without_keys: bool) -> list[dict[str, Any]]:
+def paths(path: Path, without_keys: bool, only: str = "") -> list[dict[str, Any]]:
     from ragtrace_evaluator.audit.sampling import SamplePlan, select_sample
     from ragtrace_evaluator.compare.records import load_pair, releases_manifests
     from ragtrace_store import TraceFilter, count_traces, open_store
@@ -216,6 +216,9 @@ def paths(path: Path, without_keys: bool) -> list[dict[str, Any]]:
         state["rate"] = select_sample(st, everyone, SamplePlan(rate=0.001)).trace_ids
         return state["rate"]
 
+    def rate_ids() -> list[str]:  # the rate sample's, chosen once (also when --only leaves its row out)
+        return state["rate"] if "rate" in state else rate_path()
+
     def compare_path() -> tuple[list[str], list[str]]:
         # as `ragtrace compare --baseline v4 --candidate v5` reads: each side's manifest, then the pair
         found = releases_manifests(st, ["v4", "v5"], tenant=TENANT)
@@ -234,9 +237,9 @@ def paths(path: Path, without_keys: bool) -> list[dict[str, Any]]:
          lambda: [r[0] for r in rows(f"SELECT t FROM ({by_release}) WHERE xxHash64(concat('ragtrace-shard:', t)) "
                                      "% 8 = 3")], "set"),
         ("reading the chosen traces' documents (rate 0.001 sample)",
-         lambda: sorted((r.trace_id, len(r.retrieved)) for r in st.read_traces(tenant=TENANT, trace_ids=state["rate"],
+         lambda: sorted((r.trace_id, len(r.retrieved)) for r in st.read_traces(tenant=TENANT, trace_ids=rate_ids(),
                                                                                  with_content=True)),
-         lambda: _floor_docs(rows, q, d, p, state["rate"], sdk), "docs"),
+         lambda: _floor_docs(rows, q, d, p, rate_ids(), sdk), "docs"),
         ("traces --release v3 --limit 50",
          lambda: [r.trace_id for r in st.read_traces(tenant=TENANT, release="v3", limit=50)],
          lambda: [r[0] for r in rows(f"SELECT trace_id, query_id, service, release, environment, route, start_time, "
@@ -261,6 +264,8 @@ def paths(path: Path, without_keys: bool) -> list[dict[str, Any]]:
     ]
     out = []
     for name, path_fn, floor_fn, kind in cases:
+        if only and not any(word in name for word in only.split(",")):
+            continue
         path_fn(), floor_fn()  # warm both (caches, the first query's planning)
         # alternately, so a change in the machine's load falls on both
         t_path = rss_path = peak_path = t_floor = rss_floor = float("inf")
@@ -371,8 +376,11 @@ def main() -> None:
     ap.add_argument("--dir", type=Path)
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--without-keys", action="store_true", help="also time each path with projections off")
-    ap.add_argument("--cli-limits", type=int, nargs="+", default=[1000, 50_000])
+    ap.add_argument("--cli-limits", type=int, nargs="*", default=[1000, 50_000],
+                    help="limits of the `ragtrace traces --json` runs (none: skip them)")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--only", default="", help="measure only the paths whose name contains one of these "
+                    "comma-separated words (e.g. compare,window)")
     ap.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
@@ -380,7 +388,7 @@ def main() -> None:
         if phase == "build":
             print(json.dumps(build(where, int(a.worker[2]))))
         else:
-            print(json.dumps(paths(where, a.worker[2] == "1")))
+            print(json.dumps(paths(where, a.worker[2] == "1", a.worker[3] if len(a.worker) > 3 else "")))
         return
     base = a.dir or Path(tempfile.mkdtemp(prefix="store-scale-"))
     report = []
@@ -395,7 +403,7 @@ def main() -> None:
                 built["wall_seconds"] = round(time.perf_counter() - t0, 1)
                 built["generator"] = GENERATOR
                 marker.write_text(json.dumps(built))
-            measured = _worker(["paths", str(where), "1" if a.without_keys else "0"])
+            measured = _worker(["paths", str(where), "1" if a.without_keys else "0", a.only])
             cli = [cli_rss(where, limit) for limit in a.cli_limits]
             report.append({"build": built, "paths": measured, "traces_json": cli})
             _print(built, measured, cli)

@@ -22,7 +22,6 @@ from typing import Any
 import orjson
 
 from ragtrace_store import GENERATION_VERDICTS, OUTCOMES, LabelError, LabelRecord, read_label_columns
-from ragtrace_store.labels import newest_labels_sql
 
 __all__ = [
     "INCOMPLETE",
@@ -314,19 +313,34 @@ def releases_manifests(store: Any, releases: Sequence[str], *, tenant: str = "de
     if service is not None:
         conds.append("service = {service:String}")
         params["service"] = service
-    newest = newest_labels_sql(store, _keys(store, conds), conds)
+    # the newest versions of the manifests with a row of these releases: a condition on the key's
+    # first column, so the engine reads those manifests' rows in key order (half the time of
+    # naming every (manifest, trace) key with such a row)
+    keys = ["tenant = {tenant:String}", f"manifest_id IN (SELECT manifest_id FROM {store.table('labels')} "
+                                        f"WHERE {' AND '.join(conds)})"]
     out: dict[str, list[str]] = {r: [] for r in releases}
     for rel, manifest, _newest in store.query_rows(
-            f"SELECT release, manifest_id, max(labelled_at) AS newest FROM ({newest}) GROUP BY release, manifest_id "
-            "ORDER BY newest DESC, manifest_id", params):
+            f"SELECT release, manifest_id, max(labelled_at) AS newest FROM ({_newest_in_order(store, keys, conds)}) "
+            "GROUP BY release, manifest_id ORDER BY newest DESC, manifest_id", params):
         out[str(rel)].append(str(manifest))
     return out
 
 
-def _keys(store: Any, conds: Sequence[str]) -> list[str]:
-    """`newest_labels_sql`'s keys: the (manifest, trace) keys with a row matching ``conds``."""
-    return ["tenant = {tenant:String}", f"(manifest_id, trace_id) IN (SELECT manifest_id, trace_id FROM "
-                                        f"{store.table('labels')} WHERE {' AND '.join(conds)})"]
+def _newest_in_order(store: Any, keys: Sequence[str], values: Sequence[str], columns: str = "*") -> str:
+    """`newest_labels_sql` for ``keys`` that name whole manifests: the versions sorted by the table's
+    key, then newest first, so the engine reads them in key order and sorts only each key's versions
+    (not every row read by ``labelled_at``); the first of each key is its newest version."""
+    return (f"SELECT * FROM (SELECT {columns} FROM {store.table('labels')} WHERE {' AND '.join(keys)} "
+            "ORDER BY tenant, manifest_id, trace_id, labelled_at DESC LIMIT 1 BY manifest_id, trace_id) "
+            f"WHERE {' AND '.join(values)}")
+
+
+#: what a comparison reads of a paired label's ``detail``, parsed once by the engine (JSONExtractRaw
+#: per part parses the whole record once per part): the metrics object (raw JSON) and the two flags
+_DETAIL = ("JSONExtract(detail_a, 'Tuple(metrics String, incomplete String, "
+           "generation Tuple(refusal_justified String))')")
+_PAIR_COLUMNS = ("manifest_id", "trace_id", "query_id", "release", "service", "failure_mode", "gold_in_pool",
+                 "gold_in_context", "ranking_ok", "generation", "passed", "score", "trace_time", "detail")
 
 
 def load_pair(store: Any, baseline: tuple[str, str], candidate: tuple[str, str], *, tenant: str = "default",
@@ -345,34 +359,34 @@ def load_pair(store: Any, baseline: tuple[str, str], candidate: tuple[str, str],
     if service is not None:
         conds.append("service = {service:String}")
         params["service"] = service
-    newest = newest_labels_sql(store, _keys(store, conds), conds)
-    which = f"if({a}, 0, 1)"
-    # First, per side, from both sides' key columns in one pass (the other side found by a window over
-    # the query id): the query ids both have, and what is not read: duplicates (as `label_set` counts
-    # them), the trace ids of records without a query id (in read order), the query ids the other
-    # side lacks.
-    summary = {int(r[0]): r[1:] for r in store.query_rows(
-        "SELECT side, countIf(query_id != '') - uniqExactIf(query_id, query_id != ''), "
-        "arrayMap(x -> x.2, arraySort(groupArrayIf((trace_time, trace_id), query_id = ''))), "
-        "arraySort(groupUniqArrayIf(query_id, query_id != '' AND sides = 1)), "
-        "groupUniqArrayIf(query_id, query_id != '' AND sides = 2) FROM (SELECT query_id, trace_id, trace_time, "
-        f"{which} AS side, uniqExact(side) OVER (PARTITION BY query_id) AS sides FROM ({newest})) GROUP BY side",
-        params)}
-    # then the labels of those query ids alone, whole: bound as a list, their keys' versions are the
-    # only rows the engine sorts for the newest one (a subquery here would read both sides again)
-    paired_ids = list(summary[0][3]) if 0 in summary else []
-    by_id = [*conds, "query_id IN {paired:Array(String)}"]
-    labels = newest_labels_sql(store, _keys(store, by_id), by_id)
-    rows = [] if not paired_ids else store.query_rows(
-        f"SELECT {which} AS side, {', '.join(_STORE_COLUMNS)} FROM ({labels}) ORDER BY side, trace_time, trace_id",
-        {**params, "paired": paired_ids})
-    rest = {k: v[:3] for k, v in summary.items()}
+    keys = ["tenant = {tenant:String}", "manifest_id IN ({a_manifest:String}, {b_manifest:String})"]
+    newest = _newest_in_order(store, keys, conds, "tenant, labelled_at, " + ", ".join(_PAIR_COLUMNS))
+    # One read of both sides' newest labels. A window over the query id says which labels pair; each
+    # paired label is a group of its own (side, trace id), and what is not read is one group per side:
+    # its query ids (the other side lacks them), its duplicates (as `label_set` counts them), the trace
+    # ids of records without a query id (in read order). The detail of paired labels alone is parsed.
+    rows = store.query_rows(
+        f"SELECT side, p, {', '.join(c + '_a' for c in _PAIR_COLUMNS if c not in ('detail', 'trace_time'))}, "
+        "d.generation.refusal_justified, d.metrics, d.incomplete, detail_a = '' OR isValidJSON(detail_a), "
+        "if(p, '', toJSONString(unpaired)), dups, if(p, '', toJSONString(no_id)) FROM (SELECT *, "
+        f"{_DETAIL} AS d FROM ("
+        f"SELECT side, p, {', '.join(f'any({c}) AS {c}_a' for c in _PAIR_COLUMNS)}, "
+        "arraySort(groupUniqArrayIf(query_id, NOT p AND query_id != '')) AS unpaired, "
+        "toUInt64(countIf(NOT p AND query_id != '') - uniqExactIf(query_id, NOT p AND query_id != '')) AS dups, "
+        "arrayMap(x -> x.2, arraySort(groupArrayIf((trace_time_, trace_id_), query_id = ''))) AS no_id "
+        f"FROM (SELECT *, trace_time AS trace_time_, trace_id AS trace_id_, if({a}, 0, 1) AS side, "
+        "query_id != '' AND uniqExact(side) OVER (PARTITION BY query_id) = 2 AS p "
+        f"FROM ({newest})) GROUP BY side, p, if(p, trace_id_, ''))) ORDER BY side, p, trace_time_a, trace_id_a", params)
     out = []
     for side, (release, manifest) in enumerate((baseline, candidate)):
-        ls = label_set(release, "store", (_stored_label(tenant, row[1:]) for row in rows if row[0] == side))
-        dups, no_id, unpaired = rest.get(side, (0, [], []))
-        out.append(replace(ls, manifest_ids=(manifest,), n_duplicates=int(dups), no_query_id=tuple(no_id),
-                           unpaired=tuple(unpaired)))
+        mine = [r for r in rows if r[0] == side]
+        rest = [r for r in mine if not r[1]]
+        ls = label_set(release, "store", (_stored_label(tenant, r[2:18]) for r in mine if r[1]))
+        # the arrays as JSON text: a few of them, where an array column costs Python a list for every row
+        unpaired, dups, no_id = ((orjson.loads(rest[0][-3]), rest[0][-2], orjson.loads(rest[0][-1])) if rest
+                                 else ([], 0, []))
+        out.append(replace(ls, manifest_ids=(manifest,), n_duplicates=ls.n_duplicates + int(dups),
+                           no_query_id=tuple(no_id), unpaired=tuple(unpaired)))
     return out[0], out[1]
 
 
