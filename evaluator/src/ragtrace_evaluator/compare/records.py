@@ -410,16 +410,17 @@ def _stored_label(tenant: str, row: tuple[Any, ...]) -> TraceLabel:
         raise CompareError(f"{_row(tenant, row)}: 'metrics' must be an object and 'generation.refusal_justified' "
                            "true, false or null; re-run `ragtrace audit --no-resume`")
     # JSON numbers are finite: a float, an int, a boolean or null (every value here) needs no check;
-    # JSON keys are strings
-    metrics = {k: v if v is None or type(v) is float else float(v) if type(v) in _AS_FLOAT
-               else _float(v, f"metrics.{k}", _row(tenant, row)) for k, v in raw_metrics.items()}
-    # every field, checked above: set at once (`_checked_label`)
+    # JSON keys are strings. Converted in place: most values are floats already
+    for k, v in raw_metrics.items():
+        if v is not None and type(v) is not float:
+            raw_metrics[k] = float(v) if type(v) in _AS_FLOAT else _float(v, f"metrics.{k}", _row(tenant, row))
+    # every field, checked above, set at once (`_checked_label`); the driver gives str, bool and float
+    # (or None) for these columns already, so they are not converted again
     return _checked_label({
-        "query_id": str(query_id), "passed": bool(passed), "gold_in_context": in_ctx, "trace_id": str(trace_id),
-        "release": str(rel), "service": str(service), "manifest_id": str(manifest), "gold_in_pool": in_pool,
-        "ranking_ok": ranking_ok, "verdict": str(verdict) or None, "refusal_justified": justified,
-        "score": None if score is None else float(score), "metrics": metrics,
-        "failure_mode": INCOMPLETE if incomplete == "true" else str(mode)})
+        "query_id": query_id, "passed": passed, "gold_in_context": in_ctx, "trace_id": trace_id, "release": rel,
+        "service": service, "manifest_id": manifest, "gold_in_pool": in_pool, "ranking_ok": ranking_ok,
+        "verdict": verdict or None, "refusal_justified": justified, "score": score, "metrics": raw_metrics,
+        "failure_mode": INCOMPLETE if incomplete == "true" else mode})
 
 
 _JSON_BOOL: dict[str, bool | None] = {"true": True, "false": False, "null": None, "": None}
@@ -438,5 +439,5 @@ def _checked_label(values: dict[str, Any]) -> TraceLabel:
     the same one ``__init__`` makes (equal, same hash and repr, still frozen); ``values`` must name
     every field."""
     lab = object.__new__(TraceLabel)
-    lab.__dict__.update(values)
+    object.__setattr__(lab, "__dict__", values)  # the dict itself, not a copy into a new one
     return lab
