@@ -277,6 +277,25 @@ def test_one_query_and_the_rounds_choose_the_same(chdb_store: Any, traffic: Any,
         assert one.candidate_rows == many.candidate_rows and one.per_stratum == many.per_stratum
 
 
+@pytest.mark.parametrize("first", [sampling._FIRST_SLICE, (0.0, 1.0)], ids=["1.25N+20", "too-small"])
+def test_a_sample_reads_a_part_of_the_range_first(chdb_store: Any, traffic: Any, first: tuple[float, float],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one query for a sample of N decides the winners of the traces in the part of u's range
+    sized to hold about 1.25 N + 20 candidates; a part that holds fewer than N chosen traces (here
+    one sized for a single candidate) is followed by the whole range: the same traces either way."""
+    tenant, rows, staged = traffic
+    since, until = BASE + timedelta(hours=1), BASE + timedelta(hours=3)
+    monkeypatch.setattr(sampling, "_round", _no_rounds)
+    monkeypatch.setattr(sampling, "_FIRST_SLICE", first)
+    for plan in (SamplePlan(sample=200), SamplePlan(sample=50, shard=(1, 3))):
+        for filters in ({}, {"release": "r2"}, {"since": since, "until": until}):
+            counting = CountingStore(chdb_store)  # each query of the selection returns one row
+            got = select_sample(counting, TraceFilter(tenant=tenant, **filters), plan)
+            assert got.trace_ids == reference(rows, staged, plan, **filters)
+            if first == (0.0, 1.0):
+                assert counting.rows >= 2  # the part held too few: the whole range was read after it
+
+
 def test_the_hashes_are_pinned() -> None:
     # changing either would silently change every sample and every shard
     assert xxh64(b"0af7651916cd43dd8448eb211c80319c") == 0x82D8C03ACC9EB486

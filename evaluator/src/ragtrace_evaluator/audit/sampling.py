@@ -19,7 +19,9 @@ only queries are sampled (`ragtrace_store.traces.query_condition`), so the sampl
 
 Python receives only the chosen ids. Without strata the selection is first tried as one query
 (`_one_query`): the winners of the traces in the rate's range of ``u`` (all of it for a sample),
-within the time window's band, the first N by ``u``, and the candidates' count beside them. One
+within the time window's band, the first N by ``u``, and the candidates' count beside them (a sample
+of N decides winners first only in the part of ``u``'s range sized from that count to hold about
+1.25 N + 20 candidates, and reads the whole range only if that part held fewer than N). One
 query, because at the sizes an audit usually reads (a rate of a month, the last hour) a second
 round trip and a second planning of the same read cost as much as the read itself. Its engine
 memory is bounded by settings (at most `SLICE_ROWS` rows sorted, and as many in a set): a selection
@@ -62,6 +64,8 @@ STRATA = ("release", "route")
 SAMPLER_VERSION = 2
 #: at most this many root rows per stratum in one round's slice (the engine's memory per round)
 SLICE_ROWS = 200_000
+#: a sample of N reads first the share of u's range that should hold a * N + b of its candidates
+_FIRST_SLICE = (1.25, 20)
 _SHARD_SALT = "ragtrace-shard:"
 
 
@@ -261,31 +265,49 @@ def _one_query(store: Any, sampler: Sampler, flt: TraceFilter, plan: SamplePlan,
     part = f"groupArrayIf((u, trace_id), {sampler.shard})" if plan.shard is not None else "groupArray((u, trace_id))"
     first = f" ORDER BY u, trace_id LIMIT {int(plan.sample)}" if plan.sample is not None else ""
 
-    def chosen(is_query: str | None, columns: tuple[str, ...]) -> list[tuple[Any, ...]]:
+    # A sample of N first takes the traces in the part of u's range that should hold about 1.25 N + 20
+    # of the candidates (`_FIRST_SLICE`, as a round's first slice), a condition on the trace id the
+    # engine sizes from the candidates' count it computes anyway: the winners are then decided for those
+    # traces' rows only, not the whole window's. If fewer than N of them are chosen (and the part was
+    # not the whole range) the query runs again over the whole range: the N smallest u are the same.
+    share = (f"(({_FIRST_SLICE[0]} * {int(plan.sample)} + {_FIRST_SLICE[1]}) / greatest(candidates, 1))"
+             if plan.sample is not None else "1")
+    narrowed = f"{unit} <= " + (f"if({share} >= 1, {{s_hi_max:{t}}}, toUInt64({share} * exp2(64)))"
+                                if sampler.integral else f"least({share}, {{s_hi_max:{t}}})")
+
+    def chosen(is_query: str | None, columns: tuple[str, ...], narrow: bool) -> list[tuple[Any, ...]]:
+        read = [*traces, narrowed] if narrow else traces
         winners = winners_sql(store, (*(c for c in ("service", "release", "route", "start_time") if c in used),
-                                      *columns), ["tenant = {tenant:String}", *traces], by_sort=True)
+                                      *columns), ["tenant = {tenant:String}", *read], by_sort=True)
         on = [*on_winner, *([is_query] if is_query else [])]
         # candidates: the root rows matching the filters, as the rounds count them (the engine keeps
         # the whole table's count; a window's is a read of the window)
         return list(store.query_rows(
-            f"SELECT (SELECT count() FROM {store.table('queries')} WHERE {' AND '.join(where)}), count(), "
-            f"arrayMap(x -> x.2, arraySort({part})), countIf(root_priority NOT IN (0, {SDK_ROOT_PRIORITY})) "
+            f"WITH (SELECT count() FROM {store.table('queries')} WHERE {' AND '.join(where)}) AS candidates "
+            f"SELECT candidates, count(), arrayMap(x -> x.2, arraySort({part})), "
+            f"countIf(root_priority NOT IN (0, {SDK_ROOT_PRIORITY})), {share} >= 1 "
             f"FROM (SELECT trace_id, root_priority, {unit} AS u FROM ({winners})"
             f"{' WHERE ' + ' AND '.join(on) if on else ''}{first}) "
             f"SETTINGS max_rows_to_sort = {SLICE_ROWS}, sort_overflow_mode = 'throw', "
             f"max_rows_in_set = {SLICE_ROWS}, set_overflow_mode = 'throw'", p))
 
-    try:
-        rows = chosen(None, ("root_priority",))
+    def choose(narrow: bool) -> list[tuple[Any, ...]]:
+        rows = chosen(None, ("root_priority",), narrow)
         if rows[0][3]:  # a chosen winner is another root than the SDK's: choose again with the check
             among = (f"SELECT trace_id FROM {store.table('queries')} WHERE {' AND '.join([*where, *bounds])} "
                      f"AND root_priority NOT IN (0, {SDK_ROOT_PRIORITY})")
-            rows = chosen(query_condition(store, flt, among=among), ("root_priority", "kind"))
+            rows = chosen(query_condition(store, flt, among=among), ("root_priority", "kind"), narrow)
+        return rows
+
+    try:
+        rows = choose(plan.sample is not None)
+        if plan.sample is not None and rows[0][1] < plan.sample and not rows[0][4]:
+            rows = choose(False)  # the part of the range held fewer than N: the whole range
     except Exception as exc:
         if any(name in str(exc) for name in _OVER_LIMIT):
             return None
         raise
-    candidates, found, ids, _others = rows[0]
+    candidates, found, ids, _others, _whole = rows[0]
     return Sample(list(ids), int(candidates), {(): int(found)} if candidates else {}, 1)
 
 
@@ -296,7 +318,7 @@ def _slice_end(sampler: Sampler, st: _Stratum, start: int | float, top: int | fl
     span = 2**64 if sampler.integral else 1.0
     budget = span * min(1.0, SLICE_ROWS / max(st.rows, 1))
     if first:
-        want = span * min(1.0, (1.25 * n + 20) / max(st.rows, 1)) if n is not None else span
+        want = span * min(1.0, (_FIRST_SLICE[0] * n + _FIRST_SLICE[1]) / max(st.rows, 1)) if n is not None else span
     else:
         want = 4 * (width + (1 if sampler.integral else 0.0))
     size = min(want, budget)
