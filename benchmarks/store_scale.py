@@ -20,9 +20,12 @@ a path, so "extra RSS" is what that path added to the process (engine included: 
 embedded), and "peak" is the process's high-water mark during it. ``ragtrace traces --json`` runs as
 its own process (the CLI), at two limits, for its throughput and peak RSS. ``--without-keys`` also
 times each path with the projections switched off (``optimize_use_projections=0``), which is what
-the keys are worth.
+the keys are worth. Compare's read is measured a second time beside a fairer floor that also keeps each
+label's newest version and parses the parts of ``detail`` a comparison uses (the generator writes one version
+and the first floor reads ``detail`` raw); the target is judged against the first.
 
     .venv/bin/python benchmarks/store_scale.py [--traces 1000000 10000000] [--dir DIR] [--json out.json]
+        [--only rate,window,compare]
 
 Building 10 M takes a few minutes on 2 cores; stores are kept in DIR (default a temporary directory,
 removed unless --keep) and reused when DIR/N/built.json exists.
