@@ -97,21 +97,25 @@ class Outputs:
     ECE) and confidence (for risk–coverage; None for the baselines)."""
 
     def __init__(self, score: np.ndarray, predicted: np.ndarray, prob: np.ndarray | None = None,
-                 confidence: np.ndarray | None = None, claimless: int = 0) -> None:
+                 confidence: np.ndarray | None = None, claimless: int = 0, undefined: int = 0) -> None:
         self.score, self.predicted = score, predicted
         self.prob = score if prob is None else prob
         self.confidence = confidence
         self.claimless = claimless
+        self.undefined = undefined
 
 
 def labeller_outputs(results: Sequence[GroundingResult]) -> Outputs:
     """The labeller's own answer-level output: score = ``GroundingResult.score`` (0 when the answer
     makes no claim: nothing in it is attributed to the evidence, so it ranks last), predicted =
-    verdict ``entailed``, confidence = ``GroundingResult.confidence``."""
+    verdict ``entailed``, confidence = ``GroundingResult.confidence``. A claim-bearing answer left
+    without a score (an LLM judge's reply that was not rubric JSON) also ranks last, and is counted
+    apart so that a labeller that failed on every item is not read as one that ranks at chance."""
     scores = np.array([r.score if r.score is not None else 0.0 for r in results])
     predicted = np.array([r.verdict == "entailed" for r in results], dtype=int)
     conf = np.array([r.confidence for r in results])
-    return Outputs(scores, predicted, scores, conf, sum(1 for r in results if r.kind != "claims"))
+    return Outputs(scores, predicted, scores, conf, sum(1 for r in results if r.kind != "claims"),
+                   sum(1 for r in results if r.kind == "claims" and r.groundedness is None))
 
 
 def judge(labeller: GroundingLabeller, items: Sequence[Item], batch: int = 256) -> list[GroundingResult]:
@@ -138,6 +142,7 @@ def score_set(name: str, items: Sequence[Item], systems: dict[str, Outputs], n_b
         out["claim_bearing"]["auroc"][sys_name] = None if a is None else round(a, 4)
     o = systems[ours]
     out["claimless_ranked_last"] = o.claimless
+    out["undefined_ranked_last"] = o.undefined
     if o.confidence is not None:
         out["risk_coverage"] = risk_coverage(labels, o.predicted, o.confidence)
     return out
@@ -194,6 +199,10 @@ def print_table(title: str, results: list[dict[str, Any]], ours: str) -> None:
             line += (f"; claim-bearing only (n={cb['n']}): "
                      + ", ".join(f"{k} {v:.3f}" for k, v in cb["auroc"].items() if v is not None))
         print(line)
+    for res in results:
+        if res.get("undefined_ranked_last"):
+            print(f"- {res['set']}: {ours} left {res['undefined_ranked_last']} of {res['claim_bearing']['n']} "
+                  "claim-bearing items undefined (e.g. a judge reply that was not rubric JSON): scored 0, not entailed")
     for res in results:
         rc = res.get("risk_coverage")
         if rc:

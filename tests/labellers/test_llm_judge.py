@@ -120,6 +120,18 @@ def test_unparseable_reply_is_undefined_not_scored(tiny_server: str) -> None:
     assert judge.manifest()["kind"] == "llm-judge"
 
 
+def test_the_accuracy_benchmark_counts_failed_judgements_apart(tiny_server: str) -> None:
+    # benchmarks/grounding_accuracy.py ranks an undefined answer last; it must also say how many there
+    # were, or a judge that failed on every item reads as one that ranks at chance (AUROC 0.5)
+    from benchmarks.grounding_accuracy import labeller_outputs
+
+    judge = LLMJudge(f"{tiny_server}/v1", model="tiny", max_tokens=24)
+    results = judge.judge_many([("The bridge opened in 1932.", PASSAGES), ("Hello there!", PASSAGES)])
+    out = labeller_outputs(results)
+    assert (out.undefined, out.claimless) == (1, 1)
+    assert list(out.score) == [0.0, 0.0] and list(out.predicted) == [0, 0]
+
+
 def test_http_failure_names_the_endpoint(tiny_server: str) -> None:
     judge = LLMJudge(f"{tiny_server}/broken/v1", model="tiny")
     with pytest.raises(LLMJudgeError, match="broken/v1/chat/completions"):
