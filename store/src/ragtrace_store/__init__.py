@@ -16,7 +16,7 @@ from ragtrace_store.client import (
     open_store,
 )
 from ragtrace_store.clock import as_utc, parse_duration, parse_time_bound, utc_now
-from ragtrace_store.errors import StoreError, StoreLockedError
+from ragtrace_store.errors import StoreError, StoreLockedError, not_utf8
 from ragtrace_store.filters import TraceFilter
 from ragtrace_store.gold_spans import GoldSpan, GoldSpanError, read_gold_spans, read_span_lines, write_gold_spans
 from ragtrace_store.labels import (
@@ -94,6 +94,7 @@ __all__ = [
     "is_server_url",
     "label_row",
     "load_migrations",
+    "not_utf8",
     "open_store",
     "parse_duration",
     "parse_time_bound",

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragtrace_store.clock import as_utc, utc_now
-from ragtrace_store.errors import StoreError
+from ragtrace_store.errors import StoreError, not_utf8
 
 if TYPE_CHECKING:
     from ragtrace_store.client import Store
@@ -125,13 +125,16 @@ def read_span_lines(path: str | Path) -> list[GoldSpan]:
     """The spans of a JSON Lines span file (blank lines skipped); errors name ``path line N`` and the fix."""
     out = []
     with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            where = f"{path} line {n}"
-            try:
-                obj = json.loads(line)
-            except ValueError as exc:
-                raise GoldSpanError(f"{where}: not valid JSON ({exc}); {_SHAPE}") from None
-            out.append(_span_from(obj, where))
+        try:
+            for n, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                where = f"{path} line {n}"
+                try:
+                    obj = json.loads(line)
+                except ValueError as exc:
+                    raise GoldSpanError(f"{where}: not valid JSON ({exc}); {_SHAPE}") from None
+                out.append(_span_from(obj, where))
+        except UnicodeDecodeError as exc:
+            raise GoldSpanError(not_utf8(path, exc)) from None
     return out

@@ -44,7 +44,7 @@ from typing import IO, TYPE_CHECKING, Any, Final, NoReturn, TypeVar
 import orjson
 
 from ragtrace_store.clock import as_utc, utc_now
-from ragtrace_store.errors import StoreError
+from ragtrace_store.errors import StoreError, not_utf8
 from ragtrace_store.filters import TraceFilter
 
 if TYPE_CHECKING:
@@ -540,14 +540,17 @@ def read_label_lines(path: str | Path) -> list[LabelRecord]:
     p = Path(path)
     out = []
     with p.open(encoding="utf-8") as fh:
-        for i, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                _fail(f"{p}:{i}", f"not valid JSON ({exc.msg}); expected one label record per line")
-            out.append(LabelRecord.from_json(obj, f"{p}:{i}"))
+        try:
+            for i, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    _fail(f"{p}:{i}", f"not valid JSON ({exc.msg}); expected one label record per line")
+                out.append(LabelRecord.from_json(obj, f"{p}:{i}"))
+        except UnicodeDecodeError as exc:
+            raise LabelError(not_utf8(p, exc)) from None
     return out
 
 

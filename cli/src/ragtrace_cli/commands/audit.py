@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ragtrace_cli.commands.common import EXIT_STORE, open_reader
-from ragtrace_store import LabelError, LabelRecord, write_label_lines
+from ragtrace_store import LabelError, LabelRecord, not_utf8, write_label_lines
 
 ENV_TOKEN = "RAGTRACE_TOKEN"
 
@@ -229,7 +229,11 @@ def read_references(path: str | Path) -> dict[str, str]:
     """
     refs: dict[str, str] = {}
     with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
+        try:
+            lines = list(enumerate(fh, 1))
+        except UnicodeDecodeError as exc:
+            raise ReferenceFormatError(not_utf8(path, exc)) from None
+        for n, line in lines:
             if not line.strip():
                 continue
             where = f"{path} line {n}"
@@ -266,6 +270,9 @@ def labels_main(argv: list[str]) -> int:
                        ({}, {}) if kind == "spans" else (read_qrels(args.file), {}))
     except FileNotFoundError:
         print(f"ragtrace labels import: {args.file}: no such file", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a directory, no permission
+        print(f"ragtrace labels import: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     except (TrecFormatError, ReferenceFormatError, GoldSpanError) as exc:
         if args.kind == "auto":

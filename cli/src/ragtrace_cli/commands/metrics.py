@@ -37,6 +37,9 @@ def metrics_main(argv: list[str]) -> int:
     except FileNotFoundError as exc:
         print(f"ragtrace metrics: {exc.filename}: no such file", file=sys.stderr)
         return 2
+    except OSError as exc:  # a directory, no permission: say which file, not a traceback
+        print(f"ragtrace metrics: cannot read {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     except TrecFormatError as exc:
         print(f"ragtrace metrics: {exc}", file=sys.stderr)
         return 2

@@ -53,6 +53,7 @@ from scipy.special import ndtr
 from ragtrace_evaluator.compare.bootstrap import BootstrapRun
 from ragtrace_evaluator.compare.metric_info import DECOMP_PREFIX, metric_info
 from ragtrace_evaluator.compare.records import CompareError
+from ragtrace_store import not_utf8
 
 __all__ = ["DEFAULT_K", "GateError", "GateResult", "GateSet", "GateSpec", "default_gates", "evaluate_gates",
            "load_gates"]
@@ -179,6 +180,8 @@ def load_gates(path: str | Path, available: Iterable[str] | None = None) -> tupl
         data = tomllib.loads(p.read_text(encoding="utf-8"))
     except OSError as exc:
         raise GateError(f"cannot read the gates file {p}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise GateError(not_utf8(p, exc)) from None
     except tomllib.TOMLDecodeError as exc:
         raise GateError(f"{p}: not valid TOML ({exc})") from exc
     unknown_top = set(data) - {"k", "include_defaults", "gate"}

@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from ragtrace_store import GENERATION_VERDICTS, OUTCOMES, LabelError, LabelRecord, read_label_columns
+from ragtrace_store import GENERATION_VERDICTS, OUTCOMES, LabelError, LabelRecord, not_utf8, read_label_columns
 
 __all__ = [
     "INCOMPLETE",
@@ -231,6 +231,8 @@ def load_jsonl(path: str | Path, name: str | None = None) -> LabelSet:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise CompareError(f"cannot read {p}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise CompareError(not_utf8(p, exc)) from None
     labels = []
     # "\n" only: str.splitlines() also breaks at U+2028, U+0085 and other separators that JSON strings
     # may hold unescaped (label records are written with ensure_ascii=False)

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ragtrace_store import not_utf8
+
 #: judgements per query: doc id -> relevance grade
 Qrels = Mapping[str, Mapping[str, int]]
 #: scores per query: doc id -> retrieval score
@@ -114,12 +116,18 @@ def parse_run(lines: Iterable[str], *, source: str = "run") -> dict[str, dict[st
 
 def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
     with open(path, encoding="utf-8") as fh:
-        return parse_qrels(fh, source=str(path))
+        try:
+            return parse_qrels(fh, source=str(path))
+        except UnicodeDecodeError as exc:
+            raise TrecFormatError(not_utf8(path, exc)) from None
 
 
 def read_run(path: str | Path) -> dict[str, dict[str, float]]:
     with open(path, encoding="utf-8") as fh:
-        return parse_run(fh, source=str(path))
+        try:
+            return parse_run(fh, source=str(path))
+        except UnicodeDecodeError as exc:
+            raise TrecFormatError(not_utf8(path, exc)) from None
 
 
 def trec_order(scores: Mapping[str, float]) -> list[str]:
