@@ -76,3 +76,20 @@ def test_a_directory_given_as_the_input_file_is_refused(tmp_path: Path, capsys: 
     err = capsys.readouterr().err
     assert code == 2, err
     assert "Traceback" not in err and f"{bad}" in err and "Is a directory" in err
+
+
+@pytest.mark.parametrize(("flag", "target", "says"), [
+    ("--json", "adir", "is a directory"),
+    ("--per-trace", "adir", "is a directory"),
+    ("--json", "missing/report.json", "the directory"),
+])
+def test_audit_refuses_an_output_path_it_cannot_write_before_auditing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, target: str, says: str) -> None:
+    from ragtrace_cli.commands.audit import audit_main
+
+    (tmp_path / "adir").mkdir()
+    # the store does not exist either: the output path is refused first, before any work
+    code = audit_main(["--store", str(tmp_path / "no-store"), flag, str(tmp_path / target), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"{flag} {tmp_path / target}: {says}" in err and "no store" not in err

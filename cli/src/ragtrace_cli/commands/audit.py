@@ -77,6 +77,12 @@ def audit_main(argv: list[str]) -> int:
         "resume": not args.no_resume, "batch_size": args.batch_size,
     }
     options = {k: v for k, v in options.items() if v is not None}
+    # output paths are checked before the (long) audit, not found unwritable after it
+    for flag, target in (("--json", args.json_path), ("--per-trace", args.per_trace)):
+        problem = _unwritable(target, create_parents=flag == "--per-trace")
+        if problem:
+            print(f"ragtrace audit: {flag} {target}: {problem}", file=sys.stderr)
+            return 2
     if args.server and args.queue:
         print("ragtrace audit: --queue needs direct store access (--store); with --server, queue the "
               "audit's labels afterwards: ragtrace review enqueue --queue NAME --manifest MANIFEST_ID "
@@ -109,12 +115,30 @@ def audit_main(argv: list[str]) -> int:
         if args.json_path == "-":
             print(text)
         else:
-            Path(args.json_path).write_text(text + "\n", encoding="utf-8")
+            try:
+                Path(args.json_path).write_text(text + "\n", encoding="utf-8")
+            except OSError as exc:
+                print(f"ragtrace audit: cannot write --json {args.json_path}: {exc.strerror or exc} (the labels "
+                      "are in the store: rerun with another --json to get the report without relabelling)",
+                      file=sys.stderr)
+                return 1
     if not args.quiet and args.json_path != "-":
         from ragtrace_evaluator.audit.tables import print_report
 
         print_report(report)
     return 0
+
+
+def _unwritable(target: str | None, *, create_parents: bool) -> str | None:
+    """Why an output file cannot be written there (None when it can be tried, or for none/stdout)."""
+    if not target or target == "-":
+        return None
+    path = Path(target)
+    if path.is_dir():
+        return "is a directory; give a file name"
+    if not create_parents and not path.parent.is_dir():
+        return f"the directory {path.parent} does not exist; create it or give another path"
+    return None
 
 
 def _local_audit(args: argparse.Namespace, options: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -151,6 +175,13 @@ def _local_audit(args: argparse.Namespace, options: dict[str, Any]) -> tuple[int
     except AuditError as exc:
         print(f"ragtrace audit: {exc}", file=sys.stderr)
         return 2, {}
+    except OSError as exc:
+        if not (args.per_trace and exc.filename and Path(exc.filename) == Path(args.per_trace)):
+            raise  # not the output file (a labeller's own I/O): its traceback is the information
+        # --per-trace could not be written (a permission, a full disk)
+        print(f"ragtrace audit: cannot write --per-trace {args.per_trace}: {exc.strerror or exc} (the labels are "
+              "in the store: rerun with another --per-trace to get them without relabelling)", file=sys.stderr)
+        return 1, {}
     finally:
         store.close()
     return 0, report
