@@ -92,6 +92,16 @@ def test_unreachable_port() -> None:
     assert "Is `ragtrace serve` running there?" in str(exc.value)
 
 
+@pytest.mark.parametrize("url", ["localhost:4318", "127.0.0.1:4318", "ftp://host/", "grpc://127.0.0.1:4317"])
+def test_a_server_that_is_not_an_http_url_says_what_to_give(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(RemoteError) as exc:
+        RemoteClient(url)
+    assert exc.value.status is None and "give http://HOST:PORT" in str(exc.value)
+    assert traces_main(["--server", url]) == 1
+    err = capsys.readouterr().err
+    assert f"ragtrace traces: {url!r} is not a collector URL" in err and "unsupported protocol" not in err
+
+
 def test_commands_report_through_it(served: tuple[str, list[str]], tmp_path: Path,
                                     capsys: pytest.CaptureFixture[str]) -> None:
     url, ids = served

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import orjson
@@ -50,6 +51,10 @@ class RemoteClient:
 
     def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 60.0,
                  token_hint: str = TOKEN_HINT) -> None:
+        if urlsplit(base_url).scheme not in ("http", "https"):
+            # httpx would say "unsupported protocol 'localhost://'" for localhost:4318
+            raise RemoteError(f"{base_url!r} is not a collector URL: give http://HOST:PORT or https://HOST:PORT "
+                              "(e.g. --server http://127.0.0.1:4318)", url=base_url)
         self.base_url = base_url.rstrip("/")
         self.token_hint = token_hint
         headers = {"Authorization": f"Bearer {token}"} if token else {}
