@@ -231,6 +231,10 @@ def open_store(store: str | os.PathLike[str] | None = None, *, migrate: bool = T
     import clickhouse_connect
 
     location = str(store) if store is not None else str(default_store_path())
+    if "://" in location and not is_server_url(location):
+        # else clickhouse://host/db would become a directory "clickhouse:" under the current one
+        raise StoreError(f"--store {_redacted(location)}: a server store is http(s)://user:password@host:8123/database "
+                         "(ClickHouse's HTTP interface); an embedded store is a directory path")
     if is_server_url(location):
         url = urlparse(location)
         database = (url.path or "/").strip("/") or DEFAULT_DATABASE

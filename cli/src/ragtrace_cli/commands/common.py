@@ -66,9 +66,9 @@ def open_reader(store: str | None, *, command: str, say: Callable[[str], None] |
     """
     say = say or _stderr(command)
     location = str(store) if store is not None else str(default_store_path())
-    if not is_server_url(location) and not Path(location).expanduser().is_dir():
-        say(f"there is no store at {location}; give --store (or $RAGTRACE_STORE), or create one with "
-            f"`ragtrace store migrate --store {location}` or `ragtrace serve --store {location}`")
+    missing = missing_store(location)
+    if missing:
+        say(missing)
         return None
     opened = open_or_report(location, migrate=False, command=command, say=say, **kw)
     if opened is None:
@@ -89,6 +89,15 @@ def open_reader(store: str | None, *, command: str, say: Callable[[str], None] |
         opened.close()
         return None
     return opened
+
+
+def missing_store(location: str) -> str | None:
+    """What to say when ``location`` names an embedded store directory that does not exist (None
+    otherwise): a command that only reads must not create one at a mistyped path."""
+    if is_server_url(location) or "://" in location or Path(location).expanduser().is_dir():
+        return None  # a URL is checked by open_store, which refuses any scheme but http(s)
+    return (f"there is no store at {location}; give --store (or $RAGTRACE_STORE), or create one with "
+            f"`ragtrace store migrate --store {location}` or `ragtrace serve --store {location}`")
 
 
 def _stderr(command: str) -> Callable[[str], None]:

@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ragtrace_cli.commands.common import EXIT_STORE, STORE_HELP, open_or_report
-from ragtrace_store import Store, load_migrations
+from ragtrace_cli.commands.common import EXIT_STORE, STORE_HELP, missing_store, open_or_report
+from ragtrace_store import Store, default_store_path, load_migrations
 
 
 def store_main(argv: list[str]) -> int:
@@ -55,6 +55,10 @@ def store_main(argv: list[str]) -> int:
         return 0
     if a.variant == "cluster" and not a.cluster:
         p.error("--variant cluster needs --cluster NAME")
+    missing = missing_store(str(a.store) if a.store is not None else str(default_store_path()))
+    if missing:  # status and retention read a store; only migrate creates one
+        print(f"ragtrace store {a.action}: {missing}", file=sys.stderr)
+        return EXIT_STORE
     store = open_or_report(a.store, migrate=False, command="store", variant=a.variant, cluster=a.cluster)
     if store is None:
         return 2
