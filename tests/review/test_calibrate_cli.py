@@ -108,6 +108,23 @@ def test_export_writes_gold_jsonl_and_qrels(store: Store, tenant: str, seeded: S
     assert len(gold) == 7 and (f"q-{tenant}-tr000", "d1", 1) in gold
 
 
+def test_export_of_a_queue_that_does_not_exist_or_to_a_file_is_refused(
+        store: Store, tenant: str, seeded: Seeder, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "gold"
+    assert review_main(["export", "--queue", "nope", "--tenant", tenant, "--out", str(out)], store=store) == 1
+    assert "no queue 'nope'" in capsys.readouterr().err
+    assert not out.exists()  # nothing written for a queue that is not there
+    seeded(["ok"])
+    enqueue(store, "exp-file", None, per_mode=5, reviewers=1, tenant=tenant)
+    a_file = tmp_path / "out.txt"
+    a_file.write_text("keep me", encoding="utf-8")
+    with pytest.raises(SystemExit) as exc:
+        review_main(["export", "--queue", "exp-file", "--tenant", tenant, "--out", str(a_file)], store=store)
+    assert exc.value.code == 2
+    assert f"--out {a_file}: is a file; give a directory" in capsys.readouterr().err
+    assert a_file.read_text(encoding="utf-8") == "keep me"
+
+
 def test_reviewers_cli_in_process(store: Store, tenant: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert reviewers_main(["add", "hal", "--tenant", tenant], store=store) == 0
     token = capsys.readouterr().out.strip().splitlines()[-1]

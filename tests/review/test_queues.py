@@ -73,6 +73,24 @@ def test_enqueue_from_in_memory_labels_and_validation(store: Store, tenant: str)
         enqueue(store, "empty", None, tenant=tenant)
 
 
+@pytest.mark.parametrize("threshold", [1.5, -0.1, float("nan")])
+def test_a_low_confidence_threshold_outside_0_1_is_refused(store: Store, tenant: str, threshold: float) -> None:
+    recs = [label_record(f"{tenant}-lc{i}", "ok") for i in range(3)]
+    with pytest.raises(ReviewError, match=r"low_confidence is a labeller confidence in \[0, 1\]"):
+        enqueue(store, "lc", recs, low_confidence=threshold, tenant=tenant)
+    assert list_items(store, tenant=tenant, queue="lc") == []
+
+
+def test_a_manifest_or_release_that_matches_no_label_is_an_error(store: Store, tenant: str, seeded: Seeder) -> None:
+    seeded(["ok", "fabrication"])
+    with pytest.raises(ReviewError, match="no labels under manifest 'm-nope' in tenant"):
+        enqueue(store, "typo", None, manifest_id="m-nope", tenant=tenant)
+    with pytest.raises(ReviewError, match="no labels under manifest 'm-test' for release 'r-nope' in tenant"):
+        enqueue(store, "typo", None, release="r-nope", tenant=tenant)
+    assert list_items(store, tenant=tenant, queue="typo") == []
+    assert enqueue(store, "typo", None, tenant=tenant).total_added == 2
+
+
 def test_k_distinct_reviewers_and_never_twice(store: Store, tenant: str, seeded: Seeder) -> None:
     seeded(["ok", "fabrication", "under_use"])
     enqueue(store, "k2", None, per_mode=5, reviewers=2, tenant=tenant)

@@ -243,6 +243,7 @@ def write_gold(records: Sequence[dict[str, Any]], qrels: Sequence[Sequence[Any]]
 def export_gold(store: Store, *, tenant: str, queue: str, out_dir: Path, to_store: bool = False) -> dict[str, Any]:
     """Write the reviewed items as gold data (see `build_gold`); ``to_store`` also stores the
     relevance majority as gold rows (source 'review'). Returns counts."""
+    reviewers_per_item(store, tenant=tenant, queue=queue)  # a queue that does not exist is an error, not 0 items
     gold = build_gold(store, tenant=tenant, queue=queue)
     write_gold(gold.records, gold.qrels, out_dir)
     stored = store_gold(store, tenant, gold) if to_store else 0

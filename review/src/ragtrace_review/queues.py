@@ -209,6 +209,8 @@ def enqueue(
         raise ReviewError(f"per_mode must be >= 1, got {per_mode}")
     if not 1 <= reviewers <= 50:
         raise ReviewError(f"reviewers (K per item) must be between 1 and 50, got {reviewers}")
+    if not 0 <= low_confidence <= 1:  # above 1 it would flag every label, below 0 none
+        raise ReviewError(f"low_confidence is a labeller confidence in [0, 1], got {low_confidence}")
     existing_queue = _queue_row(store, tenant, queue)
     if existing_queue is not None and existing_queue[0] != reviewers:
         raise ReviewError(
@@ -223,6 +225,12 @@ def enqueue(
             records = read_labels(store, tenant=tenant, manifest_id=manifest_id, release=release, service=service)
         except LabelError as exc:
             raise ReviewError(str(exc)) from exc
+        if not records:  # a mistyped manifest, release or service matches nothing: say so, not "added 0"
+            scope = "".join(f" {name} {value!r}" for name, value in (("release", release), ("service", service))
+                            if value is not None)
+            raise ReviewError(f"no labels under manifest {manifest_id!r}{' for' + scope if scope else ''} in "
+                              f"tenant {tenant!r}: check --manifest, --release and --service (the audit's report "
+                              "names its manifest id), or audit those traces first")
     else:
         records = [_as_record(r, i) for i, r in enumerate(labels)]
         if manifest_id is not None:

@@ -231,6 +231,8 @@ def review_main(argv: list[str], store: Store | None = None) -> int:
 
     if args.action == "enqueue" and args.labels is not None and not args.labels.is_file():
         parser.error(f"--labels {args.labels}: no such file")
+    if args.action == "export" and args.out.exists() and not args.out.is_dir():
+        parser.error(f"--out {args.out}: is a file; give a directory (reviews.jsonl and qrels.txt go in it)")
     if args.server:
         if args.store:
             parser.error("give --store or --server, not both")
