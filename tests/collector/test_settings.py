@@ -35,6 +35,17 @@ def test_bad_arguments_raise_with_the_field_name() -> None:
         parse_duration("soon")
 
 
+@pytest.mark.parametrize("tokens", ["=t1", "a=t1,a=t2", "a=t1, =t2"])
+def test_a_token_list_that_cannot_be_read_stops_the_start_not_the_auth(tokens: str,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
+    # ignoring it would fall back to the default: no authentication at all
+    with pytest.raises(ValueError, match=r"RAGTRACE_TOKENS: .*token"):
+        CollectorSettings.from_env({"RAGTRACE_TOKENS": tokens})
+    with pytest.raises(ValueError, match="token"):
+        parse_tokens(tokens)
+    assert parse_tokens("a=t1,a=t1") == {"a": "t1"}  # the same entry twice says the same thing
+
+
 def test_durations_and_times() -> None:
     assert [parse_duration(x) for x in ("15", "1.5s", "250ms", "2m", "6h", "1d")] == [
         15, 1.5, 0.25, 120, 21600, 86400]

@@ -1,8 +1,9 @@
 """Collector settings: one frozen dataclass, each field naming its environment variable.
 
 Precedence is argument > environment > default. A bad environment value is logged and the
-default used (the collector should still start); a bad argument raises `ValueError` naming the
-field and the fix.
+default used (the collector should still start), except $RAGTRACE_TOKENS: its default is no
+authentication, so a token list that cannot be read raises like a bad argument, which raises
+`ValueError` naming the field and the fix.
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ def parse_tokens(text: str) -> dict[str, str]:
         token, tenant = token.strip(), tenant.strip() if sep else DEFAULT_TENANT
         if not token or not tenant:
             raise ValueError(f"invalid token entry {item!r}: use TOKEN=TENANT, comma-separated")
+        if out.get(token, tenant) != tenant:  # else the last one would win without a word
+            raise ValueError(f"token entry {item!r}: that token is already given for tenant {out[token]!r}; "
+                             "one token selects one tenant")
         out[token] = tenant
     return out
 
@@ -214,6 +218,9 @@ class CollectorSettings:
             try:
                 values[name] = parse(raw)
             except ValueError as exc:
+                if name == "tokens":  # falling back to the default would serve every tenant without auth
+                    raise ValueError(f"{var}: {exc}; the collector does not start without the tokens it "
+                                     "was given") from None
                 log.warning("ignoring %s=%r (%s); using the default", var, raw, exc)
         values["store"] = env.get(ENV_STORE) or str(default_store_path())
         known = {f.name for f in fields(cls)}
