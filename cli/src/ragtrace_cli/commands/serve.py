@@ -76,6 +76,10 @@ def serve_main(argv: list[str]) -> int:
             audit_labellers=parse_names(a.audit_labellers) if a.audit_labellers else None)
     except ValueError as exc:
         p.error(str(exc))
+    if settings.spool_path.exists() and not settings.spool_path.is_dir():
+        # else the app's startup fails with a SpoolError traceback, after the store was opened
+        p.error(f"--spool-dir {settings.spool_path} is a file; give a directory (or unset it: the default is "
+                "next to the store)")
     logging.basicConfig(level=a.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from ragtrace_collector.memory import keep_freed_memory
 
