@@ -75,11 +75,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _is_file_arg(value: str) -> bool:
-    return Path(value).is_file() or value.endswith(_FILE_SUFFIXES)
+    """A path (a directory too: `load_side` refuses it by name), not a release of the store."""
+    return Path(value).exists() or value.endswith(_FILE_SUFFIXES)
 
 
 def load_side(value: str, args: argparse.Namespace, store_box: list[Any]) -> LabelSet:
     """A JSON Lines file, or the labels of a release in the store (opened once, kept in store_box)."""
+    if Path(value).is_dir():  # not a release name either: say so rather than look it up in the store
+        raise CompareError(f"{value} is a directory; give a per-trace JSON Lines file (`ragtrace audit "
+                           "--per-trace FILE.jsonl`) or a release name")
     if _is_file_arg(value):
         if not Path(value).is_file():
             raise CompareError(f"{value}: no such file (a path or a *.jsonl name is read as a per-trace file; "

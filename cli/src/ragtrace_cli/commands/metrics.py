@@ -30,7 +30,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def metrics_main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
-    measures = [m.strip() for m in args.measures.split(",") if m.strip()] if args.measures else None
+    measures = [m.strip() for m in args.measures.split(",") if m.strip()] if args.measures is not None else None
+    if measures == []:  # e.g. -m "" or -m , from an unset shell variable: not "every measure", not none
+        print(f"ragtrace metrics: -m {args.measures!r} names no measure; give e.g. -m P_5,ndcg_cut_10,map, "
+              "or leave -m out for the default set", file=sys.stderr)
+        return 2
     try:
         result = evaluate(read_qrels(args.qrels), read_run(args.run), measures,
                           relevance_level=args.relevance_level, complete=args.complete)

@@ -55,6 +55,9 @@ def traces_main(argv: list[str]) -> int:
         since, until = parse_time_bound(a.since, "since"), parse_time_bound(a.until, "until")
     except ValueError as exc:
         p.error(str(exc))
+    if since is not None and until is not None and since >= until:
+        p.error(f"--since {since.isoformat()} is not before --until {until.isoformat()}: no trace can match; "
+                "swap them (an age such as 2d means that long ago)")
     if a.limit <= 0:
         p.error("--limit must be > 0")
     flt = TraceFilter(tenant=a.tenant, service=a.service, release=a.release, since=since, until=until)

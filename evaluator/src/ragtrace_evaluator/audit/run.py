@@ -263,6 +263,9 @@ def run_audit(
     """
     started = time.perf_counter()
     since_dt, until_dt = parse_time(since, "since"), parse_time(until, "until")
+    if since_dt is not None and until_dt is not None and since_dt >= until_dt:
+        raise AuditError(f"--since {since_dt.isoformat()} is not before --until {until_dt.isoformat()}: no trace "
+                         "can match; swap them (an age such as 2d means that long ago)")
     strata = stratify_arg(stratify) if isinstance(stratify, str | None) else tuple(stratify)
     try:
         shard_t = parse_shard(shard) if isinstance(shard, str) else (tuple(shard) if shard else None)

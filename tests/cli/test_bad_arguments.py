@@ -1,0 +1,53 @@
+"""Arguments that cannot mean what the user wanted: an inverted time window, an -m that names no
+measure, a directory where a label file or release is expected. Each is a usage error saying
+what to change, never an empty result that looks like an answer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragtrace_cli.commands.compare import compare_main
+from ragtrace_cli.commands.metrics import metrics_main
+from ragtrace_cli.commands.traces import traces_main
+from ragtrace_evaluator.audit.run import AuditError, run_audit
+
+
+def test_traces_refuses_a_since_after_until(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        traces_main(["--store", str(tmp_path), "--since", "2026-11-02", "--until", "2026-11-01"])
+    assert exc.value.code == 2
+    assert "--since 2026-11-02T00:00:00+00:00 is not before --until 2026-11-01T00:00:00+00:00" in \
+        capsys.readouterr().err
+
+
+def test_audit_refuses_a_since_after_until(chdb_store: Any) -> None:
+    # ages: 1d ago is after 2d ago, the mistake of reading an age as a point ahead
+    with pytest.raises(AuditError, match=r"--since .* is not before --until .*swap them"):
+        run_audit(chdb_store, tenant="t-inverted", since="1d", until="2d")
+
+
+@pytest.mark.parametrize("measures", [",", "", " , "])
+def test_metrics_refuses_a_measure_list_that_names_none(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                        measures: str) -> None:
+    qrels, run = tmp_path / "qrels.txt", tmp_path / "run.txt"
+    qrels.write_text("q1 0 d1 1\n", encoding="utf-8")
+    run.write_text("q1 Q0 d1 1 0.9 tag\n", encoding="utf-8")
+    assert metrics_main(["--qrels", str(qrels), "--run", str(run), "-m", measures]) == 2
+    captured = capsys.readouterr()
+    assert f"-m {measures!r} names no measure" in captured.err and captured.out == ""
+
+
+@pytest.mark.parametrize("side", ["--baseline", "--candidate"])
+def test_compare_refuses_a_directory_for_a_side(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                side: str) -> None:
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("", encoding="utf-8")
+    folder = tmp_path / "audit-out"
+    folder.mkdir()
+    other = "--candidate" if side == "--baseline" else "--baseline"
+    assert compare_main([side, str(folder), other, str(labels)]) == 2
+    err = capsys.readouterr().err
+    assert f"{folder} is a directory; give a per-trace JSON Lines file" in err and "no store" not in err
