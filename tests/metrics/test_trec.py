@@ -101,6 +101,15 @@ def test_graded_ndcg_and_undefined() -> None:
     assert none == {"recall_5": None, "map": None, "ndcg_cut_5": None, "recip_rank": None, "P_5": 0.0}
 
 
+def test_unjudged_documents_are_not_relevant_at_level_0() -> None:
+    # -l 0 makes judged-0 documents relevant; the unjudged one ranked first stays not relevant,
+    # agreeing with num_rel_ret (as in trec_eval, where an unjudged document has no grade)
+    result = trec.evaluate({"q": {"judged0": 0, "gold": 2}}, {"q": {"unjudged": 3.0, "judged0": 2.0, "gold": 1.0}},
+                           ["P_1", "P_3", "recip_rank", "success_1"], relevance_level=0)
+    assert result.per_query["q"] == {"P_1": 0.0, "P_3": pytest.approx(2 / 3), "recip_rank": 0.5, "success_1": 0.0}
+    assert result.as_json()["all"]["num_rel_ret"] == 2
+
+
 def test_undefined_counted_in_summary() -> None:
     result = trec.evaluate({"q1": {"a": 1}, "q2": {"a": 0}}, {"q1": {"a": 1.0}, "q2": {"a": 1.0}}, ["recall_5"])
     s = result.summary["recall_5"]

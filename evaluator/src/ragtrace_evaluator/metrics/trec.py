@@ -166,7 +166,8 @@ def query_measures(
     A value is None when undefined: every measure but ``P_k`` and ``success_k`` needs at least one
     relevant judgement (success_k and P_k are then 0 by definition, as no relevant document exists).
     """
-    rel_flags = [judgements.get(d, 0) >= relevance_level for d in ranked]
+    # an unjudged document is never relevant, whatever the level (at -l 0 it is not a judged 0)
+    rel_flags = [d in judgements and judgements[d] >= relevance_level for d in ranked]
     num_rel = sum(1 for v in judgements.values() if v >= relevance_level)
     out: dict[str, float | None] = {}
     for name in measures:
