@@ -19,7 +19,10 @@ LABELLER = "py:tests.audit.fixtures:make_grounding_labeller"
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+    # the repository first (tests.audit.fixtures), then any source roots already on the path, so a
+    # worktree's console script imports that worktree's packages rather than the installed ones
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, "HF_HUB_OFFLINE": "1"}
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -87,6 +90,14 @@ def test_usage_errors_exit_2(store_dir: Path, tmp_path: Path) -> None:
     assert imp.returncode == 2 and "expected 4 fields" in imp.stderr
     plug = _run("audit", "--store", str(store_dir), "--labeller", "py:nowhere.at_all:make")
     assert plug.returncode == 2 and "cannot load nowhere.at_all:make" in plug.stderr
+
+
+def test_audit_of_a_release_that_matches_nothing_says_so(store_dir: Path) -> None:
+    proc = _run("audit", "--store", str(store_dir), "--labeller", LABELLER, "--release", "r-typo", "--quiet")
+    assert proc.returncode == 0, proc.stderr  # an empty window is not an error (a scheduled audit may find one)
+    assert "no stored trace matches --tenant 'default', --release 'r-typo'; nothing was labelled" in proc.stderr
+    found = _run("audit", "--store", str(store_dir), "--labeller", LABELLER, "--release", "r1", "--quiet")
+    assert found.returncode == 0 and "no stored trace matches" not in found.stderr
 
 
 def test_labels_import_references_then_audit(store_dir: Path, tmp_path: Path) -> None:

@@ -110,6 +110,13 @@ def audit_main(argv: list[str]) -> int:
         code, report = _local_audit(args, options)
         if code:
             return code
+    if (report.get("sampling") or {}).get("n_candidates") == 0:
+        # a mistyped --release or --service gives an empty report: say it, so it is not read as "all ok"
+        given = ", ".join(f"--{k} {v!r}" for k, v in (("tenant", args.tenant), ("service", args.service),
+                          ("release", args.release), ("since", args.since), ("until", args.until))
+                          if v is not None and not (k == "tenant" and args.server))
+        print(f"ragtrace audit: no stored trace matches {given}; nothing was labelled. `ragtrace traces` "
+              "with the same filters lists what the store holds", file=sys.stderr)
     if args.json_path:
         text = json.dumps(report, indent=2, default=str)
         if args.json_path == "-":
