@@ -55,6 +55,8 @@ def store_main(argv: list[str]) -> int:
         return 0
     if a.variant == "cluster" and not a.cluster:
         p.error("--variant cluster needs --cluster NAME")
+    if a.action == "retention" and not 0 <= a.days <= MAX_RETENTION_DAYS:
+        p.error(f"--days must be in 0..{MAX_RETENTION_DAYS} (0 keeps forever), got {a.days}")
     missing = missing_store(str(a.store) if a.store is not None else str(default_store_path()))
     if missing:  # status and retention read a store; only migrate creates one
         print(f"ragtrace store {a.action}: {missing}", file=sys.stderr)
@@ -81,8 +83,6 @@ def store_main(argv: list[str]) -> int:
                     continue
                 print(f"{table:<17} {n} rows")
             return 0
-        if a.days < 0:
-            p.error("--days must be >= 0")
         pending = [f"{x.version:04d}_{x.name}" for x in store.pending_migrations()]
         if pending:
             print(f"ragtrace store retention: the store {store.location} lacks migrations {', '.join(pending)}: "
@@ -99,6 +99,9 @@ _RETENTION = {"spans": "start_time", "queries": "start_time", "documents": "star
 #: at most 12 hours behind the document's arrival) and a start time may lie up to a day ahead of
 #: its arrival (the collector clamps it): 2 days cover both.
 PASSAGE_MARGIN_DAYS = 2
+#: The TTL is DateTime arithmetic, which wraps past 2106: 30000 days from 2026 is 1972, and every
+#: row would expire at the next merge. This many days (+ the margin) stays far below the end.
+MAX_RETENTION_DAYS = 10_000
 _PASSAGE_SCHEMA = 6  # migration 0006 added passages.last_seen
 
 
