@@ -18,9 +18,10 @@ What is measured (positives = supported, the class the scores rank high):
 Systems, on the same items in the same run: token overlap (share of the response's distinct content
 words found in the evidence), MiniLM cosine alone (max over evidence sentences), and the labeller
 through its own API (``judge_many``): its answer ``score`` ranks; its verdict ``entailed`` is the
-shipped decision; an answer it finds claim-less ranks last (score 0), as token overlap ranks a
-response with no content word, and every system's AUROC on the claim-bearing items alone is printed
-too. Per system: AUROC with a 95% percentile-bootstrap CI (1,000 seeded resamples), balanced accuracy
+shipped decision; an answer it finds claim-less ranks by the score the labeller still gives it (the
+offline labeller judges a generic answer's whole text as one claim), else last (score 0), as token
+overlap ranks a response with no content word, and every system's AUROC on the claim-bearing items
+alone is printed too. Per system: AUROC with a 95% percentile-bootstrap CI (1,000 seeded resamples), balanced accuracy
 at the shipped threshold (0.5 for the baselines), ECE of the score read as P(supported) (10 equal
 bins), per-class precision/recall, n. For the labeller also risk–coverage: the share of items whose
 confidence reaches each threshold and the accuracy of the verdicts there (below it they go to review).
@@ -106,15 +107,15 @@ class Outputs:
 
 
 def labeller_outputs(results: Sequence[GroundingResult]) -> Outputs:
-    """The labeller's own answer-level output: score = ``GroundingResult.score`` (0 when the answer
-    makes no claim: nothing in it is attributed to the evidence, so it ranks last), predicted =
-    verdict ``entailed``, confidence = ``GroundingResult.confidence``. A claim-bearing answer left
-    without a score (an LLM judge's reply that was not rubric JSON) also ranks last, and is counted
-    apart so that a labeller that failed on every item is not read as one that ranks at chance."""
+    """The labeller's own answer-level output: score = ``GroundingResult.score`` (0 when it gives
+    none, e.g. an abstention: nothing in it is attributed to the evidence, so it ranks last),
+    predicted = verdict ``entailed``, confidence = ``GroundingResult.confidence``. A claim-bearing
+    answer left without a score (an LLM judge's reply that was not rubric JSON) also ranks last, and is
+    counted apart so that a labeller that failed on every item is not read as one that ranks at chance."""
     scores = np.array([r.score if r.score is not None else 0.0 for r in results])
     predicted = np.array([r.verdict == "entailed" for r in results], dtype=int)
     conf = np.array([r.confidence for r in results])
-    return Outputs(scores, predicted, scores, conf, sum(1 for r in results if r.kind != "claims"),
+    return Outputs(scores, predicted, scores, conf, sum(1 for r in results if r.kind != "claims" and r.score is None),
                    sum(1 for r in results if r.kind == "claims" and r.groundedness is None))
 
 

@@ -21,9 +21,11 @@ Weights. Each set carries the same total weight, split equally between its class
 negatives and carries half), so neither the largest set nor the 19% base rate decides the fit.
 
 Choice by leave-one-set-out CV: every candidate (model kind, features) is fitted on seven sets and
-scored on the eighth, for each set in turn; the answer score is the weakest claim's. The candidate with
+scored on the eighth, for each set in turn; the answer score is the weakest claim's (a generic, claim-less
+text: its whole text judged as one claim when the candidate says so, else it ranks last). The candidate with
 the best mean held-out AUROC is kept. Calibration: P(supported) = sigmoid(a·z + b), fitted on the
-held-out scores of all folds (class- and set-balanced, so the calibrated prior is 1/2). Thresholds,
+held-out scores of all folds' texts with claims (class- and set-balanced, so the calibrated prior is
+1/2; a claim-less text is never "entailed", so it counts as not supported). Thresholds,
 from the same held-out scores: support = the one maximising the mean held-out balanced accuracy. The
 review threshold (REVIEW_CONFIDENCE, 0.7: the verdict is right with probability ≥ 0.7) and the
 contradiction threshold (0.5: the conflicting sentence covers at least half of the rest of the claim)
@@ -40,7 +42,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +58,12 @@ from ragtrace_evaluator.labellers.alignment import ALIGN_FEATURES  # noqa: E402
 from ragtrace_evaluator.labellers.claims import extract_claims  # noqa: E402
 from ragtrace_evaluator.labellers.embedding import SentenceEmbedder  # noqa: E402
 from ragtrace_evaluator.labellers.lexical import features  # noqa: E402
-from ragtrace_evaluator.labellers.offline import FEATURES, FORMULA_VERSION, OfflineGroundingLabeller  # noqa: E402
+from ragtrace_evaluator.labellers.offline import (  # noqa: E402
+    FEATURES,
+    FORMULA_VERSION,
+    OfflineGroundingLabeller,
+    whole_text_claim,
+)
 from ragtrace_evaluator.labellers.protocol import GroundingLabeller, Passage  # noqa: E402
 from ragtrace_evaluator.labellers.support_model import (  # noqa: E402
     ARTEFACT_FORMAT,
@@ -130,6 +137,10 @@ class Pool:
     labels: np.ndarray  # per item
     sources: np.ndarray  # per item
     claimless: np.ndarray  # per item: no claim extracted
+    #: feature rows of the generic (claim-less) texts judged as one claim (their whole text), and
+    #: the item each belongs to: what ranks them when the candidate scores generic answers
+    whole_x: np.ndarray
+    whole_of: np.ndarray
 
 
 def _code_key(extra: str) -> str:
@@ -148,6 +159,7 @@ def featurise(items: Sequence[Item], labeller: OfflineGroundingLabeller, cache: 
     if path is not None and path.exists():
         with np.load(path) as data:
             x, item_of, claimless = data["x"], data["item_of"], data["claimless"]
+            whole_x, whole_of = data["whole_x"], data["whole_of"]
     else:
         rows: list[list[float]] = []
         owners: list[int] = []
@@ -169,15 +181,24 @@ def featurise(items: Sequence[Item], labeller: OfflineGroundingLabeller, cache: 
             if progress and (start // batch) % 10 == 0:
                 print(f"  featurised {start + len(chunk)}/{len(items)} ({time.perf_counter() - started:.0f} s)",
                       file=sys.stderr)
+        # generic texts (no claim extracted) as the labeller judges them when it ranks them: the
+        # whole text as one claim
+        generic = [k for k, it in enumerate(items)
+                   if claimless_l[k] and extract_claims(it.text).kind == "generic" and whole_text_claim(it.text)]
+        whole = labeller.featurise_many([([whole_text_claim(items[k].text)],
+                                          [Passage("evidence", items[k].passage_text)], items[k].text)
+                                         for k in generic]) if generic else []
         labeller.embedder.save()
         x = np.array(rows, dtype=np.float64)
         item_of = np.array(owners, dtype=np.int64)
         claimless = np.array(claimless_l, dtype=bool)
+        whole_x = np.array([w[0][0].vector() for w in whole], dtype=np.float64).reshape(len(generic), len(FEATURES))
+        whole_of = np.array(generic, dtype=np.int64)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            np.savez(path, x=x, item_of=item_of, claimless=claimless)
+            np.savez(path, x=x, item_of=item_of, claimless=claimless, whole_x=whole_x, whole_of=whole_of)
     return Pool(list(items), x, item_of, np.array([it.label for it in items]),
-                np.array([it.source for it in items]), claimless)
+                np.array([it.source for it in items]), claimless, whole_x, whole_of)
 
 
 def synthetic_pool(hotpot: Path, labeller: OfflineGroundingLabeller, cache: Path | None, key: str,
@@ -204,12 +225,14 @@ def synthetic_pool(hotpot: Path, labeller: OfflineGroundingLabeller, cache: Path
             np.savez(path, x=x)
     items = [Item(c, (), int(label), source=SYNTHETIC, fine_label=kind) for c, _, label, kind in rows]
     return Pool(items, x, np.arange(len(rows)), np.array([it.label for it in items]),
-                np.array([SYNTHETIC] * len(items)), np.zeros(len(items), dtype=bool))
+                np.array([SYNTHETIC] * len(items)), np.zeros(len(items), dtype=bool),
+                np.zeros((0, x.shape[1])), np.zeros(0, dtype=np.int64))
 
 
 def join(a: Pool, b: Pool) -> Pool:
     return Pool(a.items + b.items, np.vstack([a.x, b.x]), np.r_[a.item_of, b.item_of + len(a.items)],
-                np.r_[a.labels, b.labels], np.r_[a.sources, b.sources], np.r_[a.claimless, b.claimless])
+                np.r_[a.labels, b.labels], np.r_[a.sources, b.sources], np.r_[a.claimless, b.claimless],
+                np.vstack([a.whole_x, b.whole_x]), np.r_[a.whole_of, b.whole_of + len(a.items)])
 
 
 def training_pool(train_dir: Path, hotpot: Path, embedder: SentenceEmbedder, top_k: int,
@@ -254,6 +277,9 @@ class Candidate:
     top_k: int = 3
     #: weight of the synthetic HotpotQA claims relative to one training set (0: not used)
     synthetic: float = 0.0
+    #: how a generic (claim-less) answer ranks: "unscored" (last) or "whole_text" (its whole text
+    #: judged as one claim by the same model; its verdict stays "no claim" either way)
+    generic: str = "unscored"
 
 
 def _fit_one(cand: Candidate, x: np.ndarray, y: np.ndarray, w: np.ndarray) -> Any:
@@ -322,17 +348,28 @@ def fit_mil(cand: Candidate, pool: Pool, train_items: np.ndarray, rounds: int = 
     return model
 
 
-def loso(cand: Candidate, pool: Pool, sources: Sequence[str] = TRAIN_SOURCES) -> dict[str, Any]:
-    """Held-out answer scores of ``cand`` for every item, each from the model fitted without its set."""
+def loso(cand: Candidate, pool: Pool, sources: Sequence[str] = TRAIN_SOURCES,
+         fitted: dict[tuple[Candidate, str], Any] | None = None) -> dict[str, Any]:
+    """Held-out answer scores of ``cand`` for every item, each from the model fitted without its set.
+    ``fitted`` keeps the fold models, so candidates that differ only in how they rank generic
+    answers share them."""
     oof = np.full(len(pool.items), np.nan)
     per_set: dict[str, float | None] = {}
+    fitted = {} if fitted is None else fitted
     for s in sources:
         held = np.flatnonzero(pool.sources == s)
         if not len(held):
             continue
         train = np.flatnonzero(pool.sources != s)
-        model = fit_mil(cand, pool, train)
+        key = (replace(cand, name="", generic="unscored"), s)
+        if key not in fitted:
+            fitted[key] = fit_mil(cand, pool, train)
+        model = fitted[key]
         oof[held] = answer_scores(_raw(model, pool.x), pool, held)
+        if cand.generic == "whole_text":
+            mine = pool.sources[pool.whole_of] == s
+            if mine.any():
+                oof[pool.whole_of[mine]] = _raw(model, pool.whole_x[mine])
         per_set[s] = auroc(pool.labels[held], _finite(oof[held]))
     defined = [v for v in per_set.values() if v is not None]
     return {"oof": oof, "auroc": per_set, "mean_auroc": float(np.mean(defined)) if defined else None}
@@ -394,7 +431,9 @@ def heldout_decisions(oof: np.ndarray, pool: Pool, sources: Sequence[str]
     """Platt calibration and support threshold from held-out answer scores (training sets only),
     and each set's held-out balanced accuracy at that threshold."""
     real = pool.sources != SYNTHETIC
-    labels, set_of, z = pool.labels[real], pool.sources[real], oof[real]
+    # a claim-less answer is never "entailed" (its whole-text score only ranks it): calibration and
+    # thresholds are of the answers with claims, and the claim-less ones count as not supported
+    labels, set_of, z = pool.labels[real], pool.sources[real], np.where(pool.claimless, -np.inf, oof)[real]
     a, b = fit_platt(z, labels.astype(float), item_weights(labels, set_of))
     p = np.where(np.isfinite(z), 1 / (1 + np.exp(-(a * _finite(z) + b))), 0.0)
     thresholds = choose_thresholds(p, labels, set_of, sources)
@@ -433,9 +472,10 @@ def export_model(model: Any, cand: Candidate) -> dict[str, Any]:
 
 
 def candidates(earlier: bool = False) -> list[Candidate]:
-    """What the leave-one-set-out comparison chooses among (ties: the first listed wins): offline-8's
-    model, and the same model with token-alignment features. ``earlier``: also the candidates that
-    offline-8 was chosen from (docs/labellers.md has their table; each takes minutes to score)."""
+    """What the leave-one-set-out comparison chooses among (ties: the first listed wins): offline-9's
+    model (trees with token alignment) ranking generic answers last, and the same model judging a
+    generic answer's whole text as one claim. ``earlier``: also the candidates that offline-8 and
+    offline-9 were chosen from (docs/labellers.md has their tables; each takes minutes to score)."""
     offline6 = ("coverage", "bigram", "cosine", "missing_numbers", "missing_names", "unseen", "persona")
     # a priori: features with a free sign (length, claim count) let a model learn which set a text
     # comes from (summaries are long); the monotone ones can only say "more evidence, more support"
@@ -458,7 +498,7 @@ def candidates(earlier: bool = False) -> list[Candidate]:
                 out.append(Candidate(f"trees, monotone features, top {top_k} sentences, synthetic x{weight}", "trees",
                                      monotone, fast, top_k, weight))
     # the full boosting budget (300 rounds at 0.05, depth 4): more capacity, same features
-    out = [*out, offline8] if earlier else [offline8]
+    out = [*out, offline8]
     # the same model with MiniLM token-alignment features (labellers.alignment): all six, the four over
     # every content word, the two over names and numbers, the mean and minimum alone
     names = tuple(f for f in ALIGN_FEATURES if "name" in f)
@@ -467,7 +507,11 @@ def candidates(earlier: bool = False) -> list[Candidate]:
                         ("mean and min", ("align_mean", "align_min"))):
         out.append(Candidate(f"trees (300 rounds, depth 4), monotone features + token alignment ({label}), top 5 "
                              "sentences, synthetic x1.0", "trees", monotone + tuple(cols), (("max_depth", 4),), 5, 1.0))
-    return out
+    offline9 = out[-4]
+    # offline-9's model again, with generic answers judged as one claim (no refit of its own: the
+    # same claims, the same MIL; only how a claim-less answer ranks differs)
+    generic = replace(offline9, name=offline9.name + ", generic answers judged as one claim", generic="whole_text")
+    return [*out, generic] if earlier else [offline9, generic]
 
 
 def build(train_dir: Path, hotpot: Path, embedder: SentenceEmbedder, cache: Path | None = FIT_CACHE,
@@ -490,10 +534,11 @@ def build(train_dir: Path, hotpot: Path, embedder: SentenceEmbedder, cache: Path
                          f"{int((~real).sum())}"]
     sources = [s for s in TRAIN_SOURCES if (first.sources == s).any()]
     results = []
+    fitted: dict[tuple[Candidate, str], Any] = {}
     for cand in compared:
         started = time.perf_counter()
         pool = pool_for(cand.top_k)
-        res = loso(cand, pool, sources)
+        res = loso(cand, pool, sources, fitted)
         results.append((cand, res))
         folds = ", ".join(f"{s} {v:.3f}" for s, v in res["auroc"].items() if v is not None)
         # each candidate's own held-out calibration and threshold, so balanced accuracy compares too
@@ -526,6 +571,7 @@ def build(train_dir: Path, hotpot: Path, embedder: SentenceEmbedder, cache: Path
         "model": export_model(final, cand),
         "calibration": {"a": round(a, 6), "b": round(b, 6)},
         "thresholds": {"support": thresholds["support"], "contradiction": 0.5, "review": thresholds["review"]},
+        "generic_answers": cand.generic,
         "idf": {"default": default, "stems": idf},
         "training_data": {
             "fitted_on": "../shared/data/grounding-train (grounding-dev never read)",
@@ -565,7 +611,8 @@ def fold_labeller_factory(train_dir: Path, embedder: SentenceEmbedder,
     pool = training_pool(train_dir, hotpot, embedder, cand.top_k)
     base = {"format": ARTEFACT_FORMAT, "formula_version": FORMULA_VERSION, "features": list(FEATURES),
             "top_k": cand.top_k, "calibration": {"a": shipped.calibration[0], "b": shipped.calibration[1]},
-            "thresholds": shipped.thresholds, "idf": {"default": default, "stems": idf}}
+            "thresholds": shipped.thresholds, "generic_answers": cand.generic,
+            "idf": {"default": default, "stems": idf}}
 
     def factory(source: str) -> GroundingLabeller:
         model = fit_mil(cand, pool, np.flatnonzero(pool.sources != source))
@@ -584,7 +631,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="MiniLM token states of the claims and their evidence (float16, ~1.2 GB)")
     parser.add_argument("--out", type=Path, default=ARTEFACT_PATH)
     parser.add_argument("--earlier-candidates", action="store_true",
-                        help="also score the candidates offline-8 was chosen from (adds about half an hour)")
+                        help="also score the candidates offline-8 and offline-9 were chosen from (adds about an hour)")
     args = parser.parse_args(argv)
     # the fit reads every claim's token states several times (two evidence sizes): keep them all
     embedder = SentenceEmbedder(cache_dir=args.cache_dir, token_cache_dir=args.token_cache_dir,

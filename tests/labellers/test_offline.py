@@ -26,7 +26,8 @@ def test_protocol_and_manifest(offline) -> None:  # type: ignore[no-untyped-def]
     assert m["kind"] == "offline" and len(m["file_hash"]) == 64
     # the thresholds are the artefact's, chosen on the training sets (benchmarks/grounding_fit.py)
     assert m["thresholds"] == {k: offline.model.thresholds[k] for k in ("support", "contradiction", "review")}
-    assert m["formula_version"] == "offline-9"
+    assert m["formula_version"] == "offline-10"
+    assert m["support_model"]["generic_answers"] == "whole_text"
     assert m["training_data"]["fitted_on"].startswith("../shared/data/grounding-train")
 
 
@@ -83,8 +84,34 @@ def test_unsupported_claim_is_neutral_and_counts_against_groundedness(offline) -
 def test_no_claim_answers_have_undefined_groundedness(offline, answer, kind, verdict) -> None:  # type: ignore[no-untyped-def]
     result = offline.judge(answer, PASSAGES)
     assert result.kind == kind and result.verdict == verdict
-    assert result.groundedness is None and result.score is None and result.claims == ()
+    assert result.groundedness is None and result.claims == ()
     assert result.abstained is (kind == "abstention")
+    # an abstention has nothing to rank; a generic answer's whole text is judged to rank it
+    assert (result.score is None) is (kind == "abstention")
+
+
+# faithdial_audit (grounding-train), GPT2_gpt2_processed_wow_89, labelled faithful: a question the
+# claim extractor finds claim-less, though its first half restates the knowledge snippet
+ODETTE = "It was about Odette and her story , what about you ?"
+SWAN_LAKE = Passage("k", "The scenario , initially in two acts , was fashioned from Russian folk tales and tells the "
+                         "story of Odette , a princess turned into a swan by an evil sorcerer 's curse .")
+
+
+def test_only_a_generic_answer_carries_a_text_score() -> None:
+    from ragtrace_evaluator.labellers.protocol import no_claim_result
+
+    assert no_claim_result("generic", 0.4).score == 0.4 and no_claim_result("generic").score is None
+    with pytest.raises(ValueError, match="generic answers only"):
+        no_claim_result("abstention", 0.4)
+
+
+def test_a_generic_answer_is_ranked_by_its_whole_text_but_makes_no_claim(offline) -> None:  # type: ignore[no-untyped-def]
+    own, elsewhere = offline.judge_many([(ODETTE, [SWAN_LAKE]), (ODETTE, PASSAGES)])
+    for result in (own, elsewhere):
+        assert result.kind == "generic" and result.verdict == "neutral"
+        assert result.groundedness is None and result.claims == () and result.text_score is not None
+    # what it says is in its own snippet and in none of the unrelated passages
+    assert own.score is not None and elsewhere.score is not None and own.score > elsewhere.score + 0.2
 
 
 def test_cache_hits_on_repeated_passages(offline, embedder) -> None:  # type: ignore[no-untyped-def]
@@ -241,3 +268,17 @@ def test_a_claim_fused_from_two_unrelated_passages_is_not_supported(offline) -> 
                           "Metropolitan University.", [nintendo, peeters])
     assert [c.verdict for c in parts.claims] == ["entailed", "entailed"]
     assert [c.passage_id for c in parts.claims] == ["nintendo", "peeters"]
+
+
+def test_an_artefact_without_generic_answers_leaves_them_unscored(offline) -> None:  # type: ignore[no-untyped-def]
+    import json
+    from importlib import resources
+
+    from ragtrace_evaluator.labellers.offline import OfflineGroundingLabeller
+    from ragtrace_evaluator.labellers.support_model import DEFAULT_ARTEFACT, parse_artefact
+
+    spec = json.loads(resources.files("ragtrace_evaluator.labellers").joinpath("models", DEFAULT_ARTEFACT).read_bytes())
+    del spec["generic_answers"]
+    older = OfflineGroundingLabeller(embedder=offline.embedder, model=parse_artefact(json.dumps(spec).encode()))
+    result = older.judge(ODETTE, [SWAN_LAKE])
+    assert result.kind == "generic" and result.score is None and result.text_score is None

@@ -33,7 +33,9 @@ An answer is ``contradicted`` if any claim is, ``entailed`` if all are, else ``n
 groundedness is the share of entailed claims; its ``score`` is the weakest claim's support ×
 (1 − contradiction), a calibrated probability that the whole answer is supported, and its
 ``confidence`` the probability that its verdict is right (score if entailed, else 1 − score).
-Abstentions and claim-less (generic) answers get ``groundedness=None``.
+Abstentions and claim-less (generic) answers get ``groundedness=None``; a generic answer's whole
+text is still judged as one claim when the artefact says so (``generic_answers``), which gives it a
+``score`` to rank by and nothing else (its verdict stays ``neutral``).
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ from ragtrace_evaluator.labellers.protocol import (
 )
 from ragtrace_evaluator.labellers.support_model import SupportModel, load_artefact, measured_record
 
-FORMULA_VERSION = "offline-9"
+FORMULA_VERSION = "offline-10"
 
 
 @dataclass(frozen=True)
@@ -499,8 +501,28 @@ class OfflineGroundingLabeller:
 
     def judge_many(self, items: Sequence[tuple[str, Sequence[Passage]]]) -> list[GroundingResult]:
         extracted = [extract_claims(answer) for answer, _ in items]
-        to_score = [(list(e.claims), passages, answer) for e, (answer, passages) in zip(extracted, items, strict=True)
-                    if e.kind == "claims"]
+        # A generic answer makes no claim, but when the artefact says so its whole text is judged as
+        # one claim, only to rank it (``text_score``): "its called inception, hear of it?" says
+        # something the evidence may or may not hold. Ranking every such answer last cost 0.065 AUROC
+        # on the dialogue set held out; on BEGIN dev, measured after the choice, this ranks 0.011 lower
+        # (docs/labellers.md).
+        claims = [list(e.claims) if e.kind == "claims" else
+                  [whole_text_claim(answer)] if e.kind == "generic" and self.model.judge_generic
+                  and whole_text_claim(answer) else [] for e, (answer, _) in zip(extracted, items, strict=True)]
+        to_score = [(c, passages, answer) for c, (answer, passages) in zip(claims, items, strict=True) if c]
         scored = iter(self._score_many(to_score))
-        return [no_claim_result(e.kind) if e.kind != "claims" else self.aggregate(next(scored)) for e in extracted]
+        out = []
+        for e, c in zip(extracted, claims, strict=True):
+            if e.kind == "claims":
+                out.append(self.aggregate(next(scored)))
+            elif c:
+                out.append(no_claim_result(e.kind, round(next(scored)[0].entailment, 6)))
+            else:
+                out.append(no_claim_result(e.kind))
+        return out
+
+
+def whole_text_claim(answer: str) -> str:
+    """A generic answer's text as the one claim it is judged as (the fit uses the same)."""
+    return answer.strip()
 

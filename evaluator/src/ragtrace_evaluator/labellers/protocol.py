@@ -63,23 +63,30 @@ class GroundingResult:
     #: ``"generic"`` and ``"empty"`` answers have verdict "neutral", no claims and groundedness None;
     #: an ``"abstention"`` has verdict "abstained"
     kind: AnswerKind = "claims"
+    #: a ``"generic"`` answer's whole text judged as one claim (its entailment), when the labeller
+    #: does that: it only ranks the answer (``score``); verdict and groundedness still say "no claim"
+    text_score: float | None = None
 
     @property
     def score(self) -> float | None:
-        """The weakest claim's entailment score (an answer is as grounded as its worst claim);
-        None when the answer makes no claim."""
+        """The weakest claim's entailment score (an answer is as grounded as its worst claim); for
+        an answer without claims its ``text_score`` (None for abstentions and when not judged)."""
         if not self.claims:
-            return None
+            return self.text_score
         return min(c.entailment for c in self.claims)
 
 
-def no_claim_result(kind: AnswerKind) -> GroundingResult:
-    """The label of an answer with no claim: undefined groundedness, never 0 or 1."""
+def no_claim_result(kind: AnswerKind, text_score: float | None = None) -> GroundingResult:
+    """The label of an answer with no claim: undefined groundedness, never 0 or 1 (``text_score``:
+    see :class:`GroundingResult`; only for a generic answer)."""
     if kind == "claims":
         raise ValueError("no_claim_result is for answers without claims; kind must not be 'claims'")
+    if text_score is not None and kind != "generic":
+        raise ValueError(f"text_score is for generic answers only, not {kind!r} ones")
     abstained = kind == "abstention"
     return GroundingResult(verdict="abstained" if abstained else "neutral", claims=(), groundedness=None,
-                           abstained=abstained, confidence=NO_CLAIM_CONFIDENCE[kind], kind=kind)
+                           abstained=abstained, confidence=NO_CLAIM_CONFIDENCE[kind], kind=kind,
+                           text_score=text_score)
 
 
 def answer_verdict(claims: Sequence[ClaimVerdict]) -> GenerationVerdict:

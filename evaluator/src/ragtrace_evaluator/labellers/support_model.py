@@ -16,6 +16,7 @@ Layout (``format`` = 1)::
             | {"kind": "logistic", "mean": [...], "scale": [...], "coef": [...], "intercept": b},
      "calibration": {"a": a, "b": b},          # P = sigmoid(a * z + b), z = the model's raw score
      "thresholds": {"support": t, "contradiction": c, "review": r},
+     "generic_answers": "whole_text" | "unscored",   # optional; see SupportModel.judge_generic
      "idf": {"default": d, "stems": {stem: idf}},
      "training_data": {...}, "cv": {...}}
 
@@ -96,6 +97,9 @@ class SupportModel:
     training_data: dict[str, Any] = field(default_factory=dict)
     cv: dict[str, Any] = field(default_factory=dict)
     kind: str = "trees"
+    #: a generic (claim-less) answer's whole text is judged as one claim to rank it (artefact
+    #: ``"generic_answers": "whole_text"``; absent: such answers get no score)
+    judge_generic: bool = False
     #: how many aligned sentences form a claim's local evidence (chosen with the model)
     top_k: int = 3
 
@@ -117,7 +121,8 @@ class SupportModel:
     def describe(self) -> dict[str, Any]:
         """What the labeller manifest records about the artefact."""
         return {"file": DEFAULT_ARTEFACT, "file_sha256": self.sha256, "model_kind": self.kind,
-                "features": list(self.features), "training_data": self.training_data}
+                "features": list(self.features), "training_data": self.training_data,
+                "generic_answers": "whole_text" if self.judge_generic else "unscored"}
 
 
 def _trees(spec: dict[str, Any]) -> _Trees:
@@ -153,7 +158,15 @@ def parse_artefact(data: bytes) -> SupportModel:
         idf_default=float(spec["idf"]["default"]), idf={k: float(v) for k, v in spec["idf"]["stems"].items()},
         sha256=hashlib.sha256(data).hexdigest(), formula_version=str(spec["formula_version"]),
         training_data=spec.get("training_data", {}), cv=spec.get("cv", {}), kind=m["kind"],
-        top_k=int(spec.get("top_k", 3)))
+        top_k=int(spec.get("top_k", 3)), judge_generic=_generic_answers(spec))
+
+
+def _generic_answers(spec: dict[str, Any]) -> bool:
+    mode = spec.get("generic_answers", "unscored")
+    if mode not in ("unscored", "whole_text"):
+        raise ArtefactError(f"generic_answers {mode!r} in the support-model artefact: expected 'unscored' or "
+                            "'whole_text'")
+    return bool(mode == "whole_text")
 
 
 def load_artefact(path: str | Path | None = None) -> SupportModel:
