@@ -23,6 +23,22 @@ def test_traces_refuses_a_since_after_until(tmp_path: Path, capsys: pytest.Captu
         capsys.readouterr().err
 
 
+@pytest.mark.parametrize("timeout", ["0", "-1", "nan"])
+def test_audit_refuses_a_timeout_that_is_not_positive(timeout: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from ragtrace_cli.commands.audit import audit_main
+
+    # no server listens on port 9: the timeout is refused before any request
+    with pytest.raises(SystemExit) as exc:
+        audit_main(["--server", "http://127.0.0.1:9", "--timeout", timeout])
+    assert exc.value.code == 2 and "--timeout must be > 0 seconds" in capsys.readouterr().err
+
+
+def test_traces_show_refuses_an_empty_trace_id(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        traces_main(["show", " ", "--store", str(tmp_path)])
+    assert exc.value.code == 2 and "give the trace id to show" in capsys.readouterr().err
+
+
 def test_audit_refuses_a_since_after_until(chdb_store: Any) -> None:
     # ages: 1d ago is after 2d ago, the mistake of reading an age as a point ahead
     with pytest.raises(AuditError, match=r"--since .* is not before --until .*swap them"):

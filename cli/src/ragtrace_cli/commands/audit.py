@@ -67,7 +67,10 @@ def _audit_parser() -> argparse.ArgumentParser:
 
 
 def audit_main(argv: list[str]) -> int:
-    args = _audit_parser().parse_args(argv)
+    parser = _audit_parser()
+    args = parser.parse_args(argv)
+    if not args.timeout > 0:  # httpx would raise "Timeout value out of range" from the socket
+        parser.error(f"--timeout must be > 0 seconds, got {args.timeout}")
     options: dict[str, Any] = {
         "service": args.service, "release": args.release, "since": args.since, "until": args.until,
         "sample": args.sample, "rate": args.rate, "stratify": args.stratify, "shard": args.shard,

@@ -266,6 +266,8 @@ def _traces_show(argv: list[str]) -> int:
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
     tid = a.trace_id.strip().lower()
+    if not tid:
+        p.error("give the trace id to show (the first column of `ragtrace traces`)")
     if a.server:
         obj = _fetch(a.server, f"/api/traces/{tid}", {}, a.token)
         if obj is None:
