@@ -67,3 +67,27 @@ def test_compare_refuses_a_directory_for_a_side(tmp_path: Path, capsys: pytest.C
     assert compare_main([side, str(folder), other, str(labels)]) == 2
     err = capsys.readouterr().err
     assert f"{folder} is a directory; give a per-trace JSON Lines file" in err and "no store" not in err
+
+
+@pytest.mark.parametrize("tenant", ["", " ", " acme"])
+@pytest.mark.parametrize("command", ["traces", "labels", "audit", "compare", "review", "reviewers"])
+def test_a_blank_tenant_is_refused_by_every_command(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                    command: str, tenant: str) -> None:
+    from ragtrace_cli.commands.audit import audit_main, labels_main
+    from ragtrace_cli.commands.review import review_main, reviewers_main
+
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("q1 0 d1 1\n", encoding="utf-8")
+    store = ["--store", str(tmp_path / "no-store")]
+    argv = {"traces": (traces_main, store), "labels": (labels_main, ["import", str(qrels), *store]),
+            "audit": (audit_main, store), "compare": (compare_main, ["--baseline", "a", "--candidate", "b", *store]),
+            "review": (review_main, ["status", *store]), "reviewers": (reviewers_main, ["add", "bob", *store])}
+    main, args = argv[command]
+    # a blank tenant would write rows (gold, a reviewer) that no token reads, or read none
+    if command == "compare":  # compare returns argparse's exit status instead of raising it
+        assert main([*args, "--tenant", tenant]) == 2
+    else:
+        with pytest.raises(SystemExit) as exc:
+            main([*args, "--tenant", tenant])
+        assert exc.value.code == 2
+    assert f"--tenant: {tenant!r}: give a tenant name without surrounding spaces" in capsys.readouterr().err

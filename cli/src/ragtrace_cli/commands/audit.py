@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ragtrace_cli.commands.common import EXIT_STORE, open_reader
+from ragtrace_cli.commands.common import EXIT_STORE, open_reader, tenant_arg
 from ragtrace_store import LabelError, LabelRecord, not_utf8, write_label_lines
 
 ENV_TOKEN = "RAGTRACE_TOKEN"
@@ -34,8 +34,8 @@ def _audit_parser() -> argparse.ArgumentParser:
                        "(default: $RAGTRACE_STORE or ~/.local/share/ragtrace/store)")
     where.add_argument("--server", metavar="URL", help="ask a running `ragtrace serve` at URL to run the audit")
     p.add_argument("--token", default=None, help=f"bearer token for --server (default: ${ENV_TOKEN})")
-    p.add_argument("--tenant", default="default", help="tenant to audit (direct --store only; the server "
-                   "derives it from the token)")
+    p.add_argument("--tenant", default="default", type=tenant_arg,
+                   help="tenant to audit (direct --store only; the server derives it from the token)")
     p.add_argument("--service")
     p.add_argument("--release")
     p.add_argument("--since", help="ISO time or relative (-1h, -7d)")
@@ -239,7 +239,7 @@ def _labels_parser() -> argparse.ArgumentParser:
                      help="what FILE holds (default auto: JSON Lines with source_id are spans, other JSON Lines "
                           "references, anything else qrels)")
     imp.add_argument("--store", help="embedded store directory or server URL (default: $RAGTRACE_STORE)")
-    imp.add_argument("--tenant", default="default")
+    imp.add_argument("--tenant", default="default", type=tenant_arg)
     return p
 
 

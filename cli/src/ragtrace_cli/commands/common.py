@@ -12,12 +12,14 @@ refuses a store whose schema is not up to date and says how to migrate it.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ragtrace_store import (
+    DEFAULT_TENANT,
     Store,
     StoreError,
     StoreLockedError,
@@ -89,6 +91,15 @@ def open_reader(store: str | None, *, command: str, say: Callable[[str], None] |
         opened.close()
         return None
     return opened
+
+
+def tenant_arg(text: str) -> str:
+    """The argparse type of every ``--tenant``: a blank one would write rows no token ever reads
+    (the collector's tenants are never blank) and read none."""
+    if not text.strip() or text != text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: give a tenant name without surrounding spaces (default: "
+                                         f"{DEFAULT_TENANT})")
+    return text
 
 
 def missing_store(location: str) -> str | None:

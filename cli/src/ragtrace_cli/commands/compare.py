@@ -14,6 +14,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from ragtrace_cli.commands.common import tenant_arg
 from ragtrace_evaluator.compare.comparison import Comparison, compare
 from ragtrace_evaluator.compare.gates import load_gates
 from ragtrace_evaluator.compare.metric_info import DECOMP_PREFIX
@@ -45,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--candidate", required=True, metavar="B", help="the release or file to compare with A")
     p.add_argument("--store", help="store directory or ClickHouse URL (default: $RAGTRACE_STORE or the "
                                    "per-user store); only used for releases, not files")
-    p.add_argument("--tenant", default="default", help="tenant of the releases in the store")
+    p.add_argument("--tenant", default="default", type=tenant_arg, help="tenant of the releases in the store")
     p.add_argument("--service", help="only labels of this service.name")
     p.add_argument("--manifest", help="labeller manifest id to use when a release has labels of several")
     p.add_argument("--force", action="store_true",

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
-from ragtrace_cli.commands.common import EXIT_STORE, open_reader
+from ragtrace_cli.commands.common import EXIT_STORE, open_reader, tenant_arg
 from ragtrace_review import auth
 from ragtrace_review.calibrate import agreement_report, export_gold, render_text, write_gold
 from ragtrace_review.errors import ReviewError
@@ -32,7 +32,7 @@ ENV_TENANT_TOKEN = "RAGTRACE_TOKEN"
 def _common(p: argparse.ArgumentParser, *, server: bool = False) -> None:
     p.add_argument("--store", default=None,
                    help="store directory or http(s)://user:pw@host:8123/db (default: $RAGTRACE_STORE)")
-    p.add_argument("--tenant", default=DEFAULT_TENANT, help="tenant (default: %(default)s)")
+    p.add_argument("--tenant", default=DEFAULT_TENANT, type=tenant_arg, help="tenant (default: %(default)s)")
     if server:
         # An embedded store belongs to the `ragtrace serve` process that has it open; these
         # commands can go through that server instead, as a reviewer of the token's tenant.

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from ragtrace_cli.commands.common import EXIT_STORE, STORE_HELP, open_reader
+from ragtrace_cli.commands.common import EXIT_STORE, STORE_HELP, open_reader, tenant_arg
 from ragtrace_store import (
     DEFAULT_TENANT,
     CursorError,
@@ -210,7 +210,8 @@ _PAGE = 1000
 
 def _common_read_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", help=STORE_HELP)
-    p.add_argument("--tenant", default=DEFAULT_TENANT, help="tenant to read (direct store access only)")
+    p.add_argument("--tenant", default=DEFAULT_TENANT, type=tenant_arg,
+                   help="tenant to read (direct store access only)")
     p.add_argument("--server", help="read through a running collector, e.g. http://127.0.0.1:4318 "
                                     "(needed while `ragtrace serve` owns an embedded store)")
     p.add_argument("--token", help="bearer token for --server (selects the tenant)")
