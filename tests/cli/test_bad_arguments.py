@@ -45,6 +45,11 @@ def test_audit_refuses_a_since_after_until(chdb_store: Any) -> None:
         run_audit(chdb_store, tenant="t-inverted", since="1d", until="2d")
 
 
+def test_audit_with_a_model_that_cannot_be_loaded_is_an_audit_error(chdb_store: Any) -> None:
+    with pytest.raises(AuditError, match=r"cannot load NLI model '/nonexistent/model'.*Pass a local directory"):
+        run_audit(chdb_store, tenant="t-no-model", labeller="nli:/nonexistent/model")
+
+
 @pytest.mark.parametrize("measures", [",", "", " , "])
 def test_metrics_refuses_a_measure_list_that_names_none(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                         measures: str) -> None:

@@ -278,14 +278,19 @@ def run_audit(
     grounding, relevance = resolve_labellers(stages=stages, labeller=labeller,
                                              relevance_labeller=relevance_labeller,
                                              grounding=grounding, relevance=relevance)
-    manifest = build_manifest(
-        grounding=grounding.manifest() if grounding is not None else None,
-        relevance=relevance.manifest() | {"threshold": relevance.threshold} if relevance is not None else None,
-        stages=stages,
-        sampler=SAMPLERS[plan.sampler].manifest(),
-        gold_policy=(f"span>{EVIDENCE_POLICY}>qrels"
-                     + (">labeller(reference=production answer if required)" if relevance is not None else "")),
-    )
+    try:
+        manifest = build_manifest(
+            grounding=grounding.manifest() if grounding is not None else None,
+            relevance=relevance.manifest() | {"threshold": relevance.threshold} if relevance is not None else None,
+            stages=stages,
+            sampler=SAMPLERS[plan.sampler].manifest(),
+            gold_policy=(f"span>{EVIDENCE_POLICY}>qrels"
+                         + (">labeller(reference=production answer if required)" if relevance is not None else "")),
+        )
+    except RuntimeError as exc:
+        # a labeller loads its model for its manifest; its load errors (NLIError, ReaderError,
+        # LLMJudgeError, EmbedderError) are RuntimeErrors whose message names what to pass instead
+        raise AuditError(f"--labeller/--relevance-labeller: {exc}") from None
     mid = store_manifest(store, manifest)
 
     # the engine chooses; only the chosen ids come back
