@@ -68,6 +68,16 @@ def test_a_file_that_is_not_utf8_is_named_with_the_fix(tmp_path: Path, capsys: p
         assert "UTF-16" in err
 
 
+def test_labels_import_names_a_per_trace_label_file_for_what_it_is(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    labels = tmp_path / "labels.jsonl"  # the top of an `ragtrace audit --per-trace` line
+    labels.write_text('{"trace_id": "c-gap", "query_id": "", "release": "r1", "failure_mode": "retrieval_gap", '
+                      '"pass": false}\n', encoding="utf-8")
+    assert labels_main(["import", str(labels), "--store", str(tmp_path / "no-store")]) == 2
+    err = capsys.readouterr().err
+    assert "this is a per-trace label record (`ragtrace audit --per-trace`), not gold" in err
+
+
 @pytest.mark.parametrize("command", ["labels import", "metrics --qrels"])
 def test_a_directory_given_as_the_input_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                        command: str) -> None:

@@ -284,6 +284,11 @@ def read_references(path: str | Path) -> dict[str, str]:
                 raise ReferenceFormatError(f"{where}: not valid JSON ({exc}); {_REF_SHAPE}") from None
             if not isinstance(obj, dict):
                 raise ReferenceFormatError(f"{where}: not an object (a JSON {type(obj).__name__}); {_REF_SHAPE}")
+            if "failure_mode" in obj and "trace_id" in obj and "reference" not in obj:
+                raise ReferenceFormatError(
+                    f"{where}: this is a per-trace label record (`ragtrace audit --per-trace`), not gold: give it "
+                    "to `ragtrace compare` or `ragtrace review enqueue --labels`; labels import takes TREC qrels, "
+                    "evidence spans or reference answers")
             qid, ref = obj.get("query_id"), obj.get("reference")
             if isinstance(qid, int) and not isinstance(qid, bool):
                 qid = str(qid)
