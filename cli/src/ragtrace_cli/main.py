@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 from dataclasses import dataclass
 
@@ -92,7 +93,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     module_name, func_name = cmd.target.split(":")
     module = importlib.import_module(module_name)
-    result: int = getattr(module, func_name)(rest)
+    try:
+        result: int = getattr(module, func_name)(rest)
+    except BrokenPipeError:
+        # the reader went away (`ragtrace traces --json | head`): stop quietly, and point stdout at
+        # /dev/null so the interpreter's final flush does not raise the same error again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # as a process ended by SIGPIPE
     return result
 
 
