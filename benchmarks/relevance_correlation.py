@@ -64,7 +64,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.hotpotqa_pipeline import DATA, load
 from ragtrace_evaluator.labellers.erag import ERAGRelevance, _normalise, token_f1
 from ragtrace_evaluator.labellers.protocol import Passage, RelevanceLabeller
-from ragtrace_evaluator.metrics.correlation import query_level_agreement, system_level_agreement
+from ragtrace_evaluator.metrics.correlation import (
+    paired_query_level_difference,
+    query_level_agreement,
+    system_level_agreement,
+)
 from ragtrace_evaluator.metrics.trec import query_measures
 from ragtrace_examples.components import (
     Bm25Retriever,
@@ -425,6 +429,28 @@ def agreement_table(results: Sequence[QuestionResult], *, n_resamples: int = 200
     return rows
 
 
+def paired_against_qrels(results: Sequence[QuestionResult], *, n_resamples: int = 500, seed: int = 0,
+                         metrics: Sequence[str] = ("hit", "precision")) -> list[dict[str, Any]]:
+    """Is a source's query-level ρ (list metric vs e2e F1) above qrels'? The difference of the two, on
+    the questions where both are defined, with the same resampled questions for both in every replicate."""
+    rows = []
+    for length in LENGTHS:
+        e2e = e2e_matrix(results, length)
+        for metric in metrics:
+            base, base_kept = metric_matrix(results, "qrels", metric, length)
+            for source in SOURCES[1:]:
+                m, kept = metric_matrix(results, source, metric, length)
+                common = sorted(set(kept) & set(base_kept))
+                row: dict[str, Any] = {"source": source, "metric": metric, "length": length, "n": len(common)}
+                if len(common) >= 2:
+                    a = m[[kept.index(k) for k in common]]
+                    b = base[[base_kept.index(k) for k in common]]
+                    row["paired"] = paired_query_level_difference(a, b, e2e[common], n_resamples=n_resamples,
+                                                                  seed=seed).to_json()
+                rows.append(row)
+    return rows
+
+
 def cost_summary(results: Sequence[QuestionResult]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for method in ("erag", "e2e", "offline"):
@@ -470,6 +496,19 @@ def markdown(report: dict[str, Any]) -> str:
         for metric in METRICS:
             lines.append(f"| {source} | {metric} | " + " | ".join(
                 fmt_ci(has[(source, metric, n)].get("system"), "tau") for n in LENGTHS) + " |")
+    if report.get("paired_vs_qrels"):
+        lines += ["", "Query-level ρ (list metric vs e2e F1) of each source minus qrels' on the same questions, "
+                  "paired bootstrap [95% CI] (share of replicates not above qrels):", "",
+                  "| source | metric | L | n | Δρ vs qrels [95% CI] | not above |", "|---|---|---|---|---|---|"]
+        for row in report["paired_vs_qrels"]:
+            p = row.get("paired")
+            if not p or p["difference"] is None:
+                lines.append(f"| {row['source']} | {row['metric']} | {row['length']} | {row['n']} | – | – |")
+                continue
+            lo, hi = p["difference_ci"]
+            ci = f" [{lo:+.2f}, {hi:+.2f}]" if lo is not None and hi is not None else ""
+            lines.append(f"| {row['source']} | {row['metric']} | {row['length']} | {row['n']} | "
+                         f"{p['difference']:+.2f}{ci} | {p['share_not_above']:.3f} |")
     c = report["cost"]
     lines += ["", "| per question | reader calls | CPU s |", "|---|---|---|"]
     for method, label in (("erag", "eRAG (SmolLM2 reader, each unit of any top 20)"),
@@ -564,6 +603,7 @@ def report(results: Sequence[QuestionResult], *, n_resamples: int = 2000) -> dic
             # SmolLM2 restates the question before answering, which caps token F1: answer containment
             # is the second e2e target
             "table_has": agreement_table(results, n_resamples=n_resamples, target="has"),
+            "paired_vs_qrels": paired_against_qrels(results, n_resamples=max(200, n_resamples // 4)),
             "cost": cost_summary(results)}
 
 

@@ -136,6 +136,19 @@ def test_benchmark_plumbing_on_twenty_questions(tmp_path: Path) -> None:
     assert all(r.cost["erag"]["calls"] == len(r.erag_answers) == len({u for v in r.lists.values() for u in v})
                for r in results)
     assert "| qrels | recall | 5 | 20 |" in rc.markdown(report)
+    # each source against qrels on the same questions (hit and P are defined on every question): the
+    # paired difference is the difference of the two query-level ρ of the main table, and undefined
+    # (the tiny reader's answers score alike, so ρ has no ranking) when either is; never 0
+    paired = {(r["source"], r["metric"], r["length"]): r for r in report["paired_vs_qrels"]}
+    assert set(paired) == {(s, m, n) for s in rc.SOURCES[1:] for m in ("hit", "precision") for n in rc.LENGTHS}
+    for (source, metric, length), row in paired.items():
+        assert row["n"] == 20
+        ours, theirs = table[(source, metric, length)]["query"]["rho"], table[("qrels", metric, length)]["query"]["rho"]
+        if ours is None or theirs is None:
+            assert row["paired"]["difference"] is None
+        else:
+            assert row["paired"]["difference"] == pytest.approx(ours - theirs, abs=2e-4)
+    assert "Δρ vs qrels" in rc.markdown(report)
 
     # A rerun reads every reader output from the cache: no fresh call, the same table, and the
     # cost reported is the first run's.

@@ -9,6 +9,7 @@ from scipy.stats import kendalltau, spearmanr
 
 from ragtrace_evaluator.metrics.correlation import (
     kendall_tau_b,
+    paired_query_level_difference,
     query_level_agreement,
     spearman_rho,
     system_level_agreement,
@@ -81,6 +82,25 @@ def test_query_level_matches_scipy_on_pooled_cells() -> None:
     assert got.rho == pytest.approx(spearmanr(metric.ravel(), e2e.ravel()).statistic)
     assert got.tau == pytest.approx(kendalltau(metric.ravel(), e2e.ravel()).statistic)
     assert got.rho_ci[0] < got.rho < got.rho_ci[1]
+
+
+def test_paired_difference_is_of_the_two_rhos_on_the_same_resamples() -> None:
+    metric, e2e = _queries(5, 60, 0.2)  # tracks e2e closely
+    noisy = np.clip(metric + np.random.default_rng(6).normal(0, 0.5, metric.shape), 0, 1)
+    got = paired_query_level_difference(metric, noisy, e2e, n_resamples=400)
+    assert got.difference == pytest.approx(spearmanr(metric.ravel(), e2e.ravel()).statistic
+                                           - spearmanr(noisy.ravel(), e2e.ravel()).statistic)
+    # every replicate resamples the same queries for both, as query_level_agreement does with the seed
+    idx = np.random.default_rng(0).integers(0, 60, size=(400, 60))
+    diffs = [spearmanr(metric[i].ravel(), e2e[i].ravel()).statistic
+             - spearmanr(noisy[i].ravel(), e2e[i].ravel()).statistic for i in idx]
+    assert got.ci == pytest.approx(tuple(np.quantile(diffs, [0.025, 0.975])), abs=1e-12)
+    assert got.share_not_above == pytest.approx(np.mean(np.array(diffs) <= 0))
+    assert 0 < got.ci[0] and got.share_not_above < 0.05  # the closer metric is clearly above
+    same = paired_query_level_difference(metric, metric, e2e, n_resamples=100)
+    assert same.difference == 0 and same.ci == (0.0, 0.0) and same.share_not_above == 1.0
+    with pytest.raises(ValueError, match="one shape"):
+        paired_query_level_difference(metric, noisy[:, :5], e2e)
 
 
 def test_bad_input_says_what_to_fix() -> None:

@@ -10,6 +10,9 @@ system (e.g. token F1 of the answer). Two questions, two statistics:
   With a handful of systems this is coarse: 6 systems give 15 pairs, so τ moves in steps of ~0.13.
 - *query-level*: over every (query, system) cell, does a higher metric go with a higher end-to-end
   score? Spearman's ρ of the pooled cells, with the same bootstrap over queries.
+- *paired*: is one relevance source's query-level ρ above another's? Both are computed on the same
+  resampled queries in every replicate, so the interval is of the difference itself, not two
+  intervals read side by side.
 
 τ-b and ρ are vectorised over bootstrap replicates here (scipy computes one pair at a time); the
 tests check them against ``scipy.stats.kendalltau`` and ``scipy.stats.spearmanr``. A constant input
@@ -25,7 +28,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.stats import rankdata
 
-__all__ = ["RankAgreement", "kendall_tau_b", "query_level_agreement", "spearman_rho", "system_level_agreement"]
+__all__ = ["PairedDifference", "RankAgreement", "kendall_tau_b", "paired_query_level_difference",
+           "query_level_agreement", "spearman_rho", "system_level_agreement"]
 
 
 def _rows(a: ArrayLike) -> NDArray[np.float64]:
@@ -143,3 +147,41 @@ def query_level_agreement(metric: ArrayLike, e2e: ArrayLike, *, n_resamples: int
     tau, rho = kendall_tau_b(m.ravel(), e.ravel()), spearman_rho(m.ravel(), e.ravel())
     assert isinstance(tau, float) and isinstance(rho, float)
     return RankAgreement(tau, _interval(taus, alpha), rho, _interval(rhos, alpha), m.shape[0], n_resamples)
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """ρ(a) − ρ(b) of two metrics' query-level agreement with one end-to-end score, on the same queries."""
+
+    difference: float
+    ci: tuple[float, float]
+    #: share of replicates in which a's ρ is not above b's (a one-sided bootstrap p-value for a > b)
+    share_not_above: float
+    n: int
+    n_resamples: int
+
+    def to_json(self) -> dict[str, Any]:
+        def num(v: float) -> float | None:
+            return round(v, 4) if np.isfinite(v) else None
+
+        return {"difference": num(self.difference), "difference_ci": [num(v) for v in self.ci],
+                "share_not_above": num(self.share_not_above), "n": self.n, "n_resamples": self.n_resamples}
+
+
+def paired_query_level_difference(metric_a: ArrayLike, metric_b: ArrayLike, e2e: ArrayLike, *,
+                                  n_resamples: int = 1000, seed: int = 0, alpha: float = 0.05) -> PairedDifference:
+    """Query-level Spearman ρ of ``metric_a`` minus that of ``metric_b``, both against ``e2e``, with a
+    percentile bootstrap over queries that resamples the same queries for both in every replicate."""
+    a, e = _check(metric_a, e2e)
+    b, _ = _check(metric_b, e2e)
+    idx = _resamples(a.shape[0], n_resamples, seed)
+    ea = e[idx].reshape(n_resamples, -1)
+    ra = spearman_rho(a[idx].reshape(n_resamples, -1), ea)
+    rb = spearman_rho(b[idx].reshape(n_resamples, -1), ea)
+    assert isinstance(ra, np.ndarray) and isinstance(rb, np.ndarray)
+    diffs = ra - rb
+    point_a, point_b = spearman_rho(a.ravel(), e.ravel()), spearman_rho(b.ravel(), e.ravel())
+    assert isinstance(point_a, float) and isinstance(point_b, float)
+    finite = diffs[np.isfinite(diffs)]
+    share = float((finite <= 0).mean()) if finite.size else float("nan")
+    return PairedDifference(point_a - point_b, _interval(diffs, alpha), share, a.shape[0], n_resamples)
