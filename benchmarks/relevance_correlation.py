@@ -176,7 +176,11 @@ class CachedReader:
         self.reader = reader
         self.cache = cache
         m = reader.manifest()
-        self._id = json.dumps({k: m.get(k) for k in ("model_id", "gguf_file", "max_new_tokens")}, sort_keys=True)
+        # the weights' hash, not where they are installed: a path made every cached answer miss when the
+        # same package was reached through another checkout's virtualenv (a symlink) or on another machine
+        identity = {"weights": m.get("file_hash") or m.get("model_id"), "gguf_file": m.get("gguf_file"),
+                    "max_new_tokens": m.get("max_new_tokens")}
+        self._id = json.dumps(identity, sort_keys=True)
         self._manifest = m
         self.log = CallLog()
 

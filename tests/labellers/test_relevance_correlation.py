@@ -187,3 +187,21 @@ def test_erag_smollm2_scores_the_answering_paragraph_above_those_without_the_ans
                             reference=answer)
     assert f1[0] >= labeller.threshold > max(f1[1], f1[2]), labeller.last_answers
     assert rc.has_answer(labeller.last_answers[0], q["answers"]) == 1.0
+
+
+def test_cached_answers_are_keyed_by_the_weights_not_where_they_are_installed(tmp_path: Path) -> None:
+    # The same SmolLM2 package reached through another path (here a symlink, as a worktree's
+    # virtualenv links to the main one) must hit the same cached answers: a run extends a cache made
+    # from another checkout or machine. Only the manifest is read (the weights are hashed, not loaded).
+    from ragtrace_evaluator.labellers.erag import smollm2_location
+
+    folder, gguf = smollm2_location()
+    (tmp_path / "elsewhere").symlink_to(folder, target_is_directory=True)
+    cache = rc.CallCache(tmp_path / "cache", "t")
+    here = rc.CachedReader(CausalLMReader(folder, gguf_file=gguf), cache)
+    there = rc.CachedReader(CausalLMReader(tmp_path / "elsewhere", gguf_file=gguf), cache)
+    assert here.manifest()["model_id"] != there.manifest()["model_id"]
+    assert here._id == there._id and json.loads(here._id)["weights"] == here.manifest()["file_hash"]
+    other = rc.CachedReader(CausalLMReader(folder, gguf_file=gguf, max_new_tokens=8), cache)
+    assert other._id != here._id
+    cache.close()
