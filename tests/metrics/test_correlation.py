@@ -96,7 +96,7 @@ def test_paired_difference_is_of_the_two_rhos_on_the_same_resamples() -> None:
              - spearmanr(noisy[i].ravel(), e2e[i].ravel()).statistic for i in idx]
     assert got.ci == pytest.approx(tuple(np.quantile(diffs, [0.025, 0.975])), abs=1e-12)
     assert got.share_not_above == pytest.approx(np.mean(np.array(diffs) <= 0))
-    assert 0 < got.ci[0] and got.share_not_above < 0.05  # the closer metric is clearly above
+    assert got.ci[0] > 0 and got.share_not_above < 0.05  # the closer metric is clearly above
     same = paired_query_level_difference(metric, metric, e2e, n_resamples=100)
     assert same.difference == 0 and same.ci == (0.0, 0.0) and same.share_not_above == 1.0
     with pytest.raises(ValueError, match="one shape"):
