@@ -19,6 +19,7 @@ from ragtrace_store.clock import as_utc, parse_duration, parse_time_bound, utc_n
 from ragtrace_store.errors import StoreError, StoreLockedError, not_utf8
 from ragtrace_store.filters import TraceFilter
 from ragtrace_store.gold_spans import GoldSpan, GoldSpanError, read_gold_spans, read_span_lines, write_gold_spans
+from ragtrace_store.json_lines import json_line_values
 from ragtrace_store.labels import (
     CLAIM_VERDICTS,
     FAILURE_MODES,
@@ -92,6 +93,7 @@ __all__ = [
     "default_store_path",
     "encode_cursor",
     "is_server_url",
+    "json_line_values",
     "label_row",
     "load_migrations",
     "not_utf8",

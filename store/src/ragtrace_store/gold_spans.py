@@ -20,7 +20,6 @@ A query may have several spans, in one or several source documents.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,7 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragtrace_store.clock import as_utc, utc_now
-from ragtrace_store.errors import StoreError, not_utf8
+from ragtrace_store.errors import StoreError
+from ragtrace_store.json_lines import json_line_values
 
 if TYPE_CHECKING:
     from ragtrace_store.client import Store
@@ -123,18 +123,4 @@ def _span_from(obj: Any, where: str) -> GoldSpan:
 
 def read_span_lines(path: str | Path) -> list[GoldSpan]:
     """The spans of a JSON Lines span file (blank lines skipped); errors name ``path line N`` and the fix."""
-    out = []
-    with open(path, encoding="utf-8") as fh:
-        try:
-            for n, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                where = f"{path} line {n}"
-                try:
-                    obj = json.loads(line)
-                except ValueError as exc:
-                    raise GoldSpanError(f"{where}: not valid JSON ({exc}); {_SHAPE}") from None
-                out.append(_span_from(obj, where))
-        except UnicodeDecodeError as exc:
-            raise GoldSpanError(not_utf8(path, exc)) from None
-    return out
+    return [_span_from(obj, where) for where, obj in json_line_values(path, GoldSpanError, _SHAPE)]

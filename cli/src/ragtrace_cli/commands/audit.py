@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ragtrace_cli.commands.common import EXIT_STORE, open_reader, tenant_arg
-from ragtrace_store import LabelError, LabelRecord, not_utf8, write_label_lines
+from ragtrace_store import LabelError, LabelRecord, json_line_values, write_label_lines
 
 ENV_TOKEN = "RAGTRACE_TOKEN"
 
@@ -269,38 +269,26 @@ def read_references(path: str | Path) -> dict[str, str]:
     Raises `ReferenceFormatError` naming the line and what to fix; `FileNotFoundError` as usual.
     """
     refs: dict[str, str] = {}
-    with open(path, encoding="utf-8") as fh:
-        try:
-            lines = list(enumerate(fh, 1))
-        except UnicodeDecodeError as exc:
-            raise ReferenceFormatError(not_utf8(path, exc)) from None
-        for n, line in lines:
-            if not line.strip():
-                continue
-            where = f"{path} line {n}"
-            try:
-                obj = json.loads(line)
-            except ValueError as exc:
-                raise ReferenceFormatError(f"{where}: not valid JSON ({exc}); {_REF_SHAPE}") from None
-            if not isinstance(obj, dict):
-                raise ReferenceFormatError(f"{where}: not an object (a JSON {type(obj).__name__}); {_REF_SHAPE}")
-            if "failure_mode" in obj and "trace_id" in obj and "reference" not in obj:
-                raise ReferenceFormatError(
-                    f"{where}: this is a per-trace label record (`ragtrace audit --per-trace`), not gold: give it "
-                    "to `ragtrace compare` or `ragtrace review enqueue --labels`; labels import takes TREC qrels, "
-                    "evidence spans or reference answers")
-            qid, ref = obj.get("query_id"), obj.get("reference")
-            if isinstance(qid, int) and not isinstance(qid, bool):
-                qid = str(qid)
-            if not isinstance(qid, str) or not qid:
-                raise ReferenceFormatError(f"{where}: 'query_id' must be a non-empty string (the root span's "
-                                           f"ragtrace.query.id), got {qid!r}; {_REF_SHAPE}")
-            if not isinstance(ref, str) or not ref.strip():
-                raise ReferenceFormatError(f"{where}: 'reference' must be a non-empty string (the correct answer), "
-                                           f"got {ref!r}; {_REF_SHAPE}")
-            # kept verbatim, spaces included: the collector stores ragtrace.query.id as sent, and an
-            # id that matched after trimming here would match nothing there
-            refs[qid] = ref.strip()
+    for where, obj in json_line_values(path, ReferenceFormatError, _REF_SHAPE):
+        if not isinstance(obj, dict):
+            raise ReferenceFormatError(f"{where}: not an object (a JSON {type(obj).__name__}); {_REF_SHAPE}")
+        if "failure_mode" in obj and "trace_id" in obj and "reference" not in obj:
+            raise ReferenceFormatError(
+                f"{where}: this is a per-trace label record (`ragtrace audit --per-trace`), not gold: give it "
+                "to `ragtrace compare` or `ragtrace review enqueue --labels`; labels import takes TREC qrels, "
+                "evidence spans or reference answers")
+        qid, ref = obj.get("query_id"), obj.get("reference")
+        if isinstance(qid, int) and not isinstance(qid, bool):
+            qid = str(qid)
+        if not isinstance(qid, str) or not qid:
+            raise ReferenceFormatError(f"{where}: 'query_id' must be a non-empty string (the root span's "
+                                       f"ragtrace.query.id), got {qid!r}; {_REF_SHAPE}")
+        if not isinstance(ref, str) or not ref.strip():
+            raise ReferenceFormatError(f"{where}: 'reference' must be a non-empty string (the correct answer), "
+                                       f"got {ref!r}; {_REF_SHAPE}")
+        # kept verbatim, spaces included: the collector stores ragtrace.query.id as sent, and an
+        # id that matched after trimming here would match nothing there
+        refs[qid] = ref.strip()
     return refs
 
 
