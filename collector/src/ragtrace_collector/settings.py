@@ -1,14 +1,14 @@
 """Collector settings: one frozen dataclass, each field naming its environment variable.
 
-Precedence is argument > environment > default. A bad environment value is logged and the
-default used (the collector should still start), except $RAGTRACE_TOKENS: its default is no
-authentication, so a token list that cannot be read raises like a bad argument, which raises
-`ValueError` naming the field and the fix.
+Precedence is argument > environment > default. A bad value raises `ValueError` naming the field
+(or the environment variable) and the fix, wherever it came from: falling back to the default
+would start a collector the operator did not configure (on port 4318 when $RAGTRACE_PORT was
+mistyped, without authentication when $RAGTRACE_TOKENS was). A variable whose setting is also
+given as an argument is not read.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -17,8 +17,6 @@ from typing import Any
 
 from ragtrace_store.clock import parse_duration
 from ragtrace_store.records import DEFAULT_TENANT
-
-log = logging.getLogger("ragtrace.collector")
 
 ENV_STORE = "RAGTRACE_STORE"
 ENV_HOST = "RAGTRACE_HOST"
@@ -43,6 +41,9 @@ ENV_AUDIT_LABELLERS = "RAGTRACE_AUDIT_LABELLERS"  # "offline,nli:/models/deberta
 ENV_ALLOWED_HOSTS = "RAGTRACE_ALLOWED_HOSTS"  # "collector.internal,10.0.0.5" or "*"
 ENV_ADMIN_TOKEN = "RAGTRACE_ADMIN_TOKEN"
 
+#: settings whose value is never repeated in an error message
+_SECRETS = frozenset({"tokens", "review_secret", "admin_token"})
+
 DEFAULT_PORT = 4318  # the OTLP/HTTP port
 MiB = 1024 * 1024
 
@@ -51,16 +52,19 @@ MiB = 1024 * 1024
 def parse_tokens(text: str) -> dict[str, str]:
     """``"tok1=tenantA,tok2=tenantB"`` → ``{token: tenant}``. A bare token maps to the default tenant."""
     out: dict[str, str] = {}
-    for item in text.split(","):
+    # errors name an entry by its position, never by its text: a token is a secret and the message
+    # goes to the terminal and the logs
+    for n, item in enumerate(text.split(","), start=1):
         item = item.strip()
         if not item:
             continue
         token, sep, tenant = item.partition("=")
         token, tenant = token.strip(), tenant.strip() if sep else DEFAULT_TENANT
         if not token or not tenant:
-            raise ValueError(f"invalid token entry {item!r}: use TOKEN=TENANT, comma-separated")
+            raise ValueError(f"invalid token entry {n} (of the comma-separated list): use TOKEN=TENANT, "
+                             "comma-separated")
         if out.get(token, tenant) != tenant:  # else the last one would win without a word
-            raise ValueError(f"token entry {item!r}: that token is already given for tenant {out[token]!r}; "
+            raise ValueError(f"token entry {n}: that token is already given for tenant {out[token]!r}; "
                              "one token selects one tenant")
         out[token] = tenant
     return out
@@ -187,41 +191,40 @@ class CollectorSettings:
         values: dict[str, Any] = {}
         readers: dict[str, tuple[str, Any]] = {
             "host": (ENV_HOST, str),
-            "port": (ENV_PORT, int),
+            "port": (ENV_PORT, _parse_count),
             "tokens": (ENV_TOKENS, parse_tokens),
-            "max_body_bytes": (ENV_MAX_BODY_BYTES, int),
+            "max_body_bytes": (ENV_MAX_BODY_BYTES, _parse_count),
             "spool_dir": (ENV_SPOOL_DIR, str),
-            "spool_max_bytes": (ENV_SPOOL_MAX_BYTES, int),
+            "spool_max_bytes": (ENV_SPOOL_MAX_BYTES, _parse_count),
             "spool_fsync": (ENV_SPOOL_FSYNC, _parse_bool),
-            "batch_max_spans": (ENV_BATCH_MAX_SPANS, int),
+            "batch_max_spans": (ENV_BATCH_MAX_SPANS, _parse_count),
             "batch_interval": (ENV_BATCH_INTERVAL, parse_duration),
-            "queue_max_bytes": (ENV_QUEUE_MAX_BYTES, int),
-            "max_inflight_bytes": (ENV_MAX_INFLIGHT_BYTES, int),
+            "queue_max_bytes": (ENV_QUEUE_MAX_BYTES, _parse_count),
+            "max_inflight_bytes": (ENV_MAX_INFLIGHT_BYTES, _parse_count),
             "header_timeout": (ENV_HEADER_TIMEOUT, parse_duration),
             "body_timeout": (ENV_BODY_TIMEOUT, parse_duration),
             "keep_alive_timeout": (ENV_KEEP_ALIVE_TIMEOUT, parse_duration),
-            "max_connections": (ENV_MAX_CONNECTIONS, int),
+            "max_connections": (ENV_MAX_CONNECTIONS, _parse_count),
             "shutdown_timeout": (ENV_SHUTDOWN_TIMEOUT, parse_duration),
             "audit_every": (ENV_AUDIT_EVERY, parse_duration),
-            "audit_sample": (ENV_AUDIT_SAMPLE, int),
+            "audit_sample": (ENV_AUDIT_SAMPLE, _parse_count),
             "review_secret": ("RAGTRACE_REVIEW_SECRET", str),
             "cluster": ("RAGTRACE_CLUSTER", str),
-            "ingest_workers": ("RAGTRACE_INGEST_WORKERS", int),
+            "ingest_workers": ("RAGTRACE_INGEST_WORKERS", _parse_count),
             "audit_labellers": (ENV_AUDIT_LABELLERS, parse_names),
             "allowed_hosts": (ENV_ALLOWED_HOSTS, parse_names),
             "admin_token": (ENV_ADMIN_TOKEN, str),
         }
         for name, (var, parse) in readers.items():
             raw = env.get(var)
-            if raw is None or raw == "":
+            if raw is None or raw == "" or overrides.get(name) is not None:
                 continue
             try:
                 values[name] = parse(raw)
             except ValueError as exc:
-                if name == "tokens":  # falling back to the default would serve every tenant without auth
-                    raise ValueError(f"{var}: {exc}; the collector does not start without the tokens it "
-                                     "was given") from None
-                log.warning("ignoring %s=%r (%s); using the default", var, raw, exc)
+                shown = var if name in _SECRETS else f"{var}={raw!r}"
+                raise ValueError(f"{shown}: {exc}; fix or unset it (the collector does not start with "
+                                 "a setting it could not read)") from None
         values["store"] = env.get(ENV_STORE) or str(default_store_path())
         known = {f.name for f in fields(cls)}
         for name, value in overrides.items():
@@ -230,6 +233,13 @@ class CollectorSettings:
             if value is not None:
                 values[name] = value
         return cls(**values)
+
+
+def _parse_count(text: str) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ValueError("not a whole number") from None
 
 
 def _parse_bool(text: str) -> bool:

@@ -76,6 +76,7 @@ def serve_main(argv: list[str]) -> int:
             audit_labellers=parse_names(a.audit_labellers) if a.audit_labellers else None)
     except ValueError as exc:
         p.error(str(exc))
+    _check_audit_labellers(p, settings.audit_labellers)
     if settings.spool_path.exists() and not settings.spool_path.is_dir():
         # else the app's startup fails with a SpoolError traceback, after the store was opened
         p.error(f"--spool-dir {settings.spool_path} is a file; give a directory (or unset it: the default is "
@@ -128,3 +129,17 @@ def serve_main(argv: list[str]) -> int:
         return 0 if server.started else 1
     finally:
         store.close()
+
+
+def _check_audit_labellers(p: argparse.ArgumentParser, names: tuple[str, ...]) -> None:
+    """At start, not at the first POST /api/audit that names one: a mistyped name would otherwise
+    serve for days and fail only when someone asks for it."""
+    try:
+        from ragtrace_evaluator.audit.run import AuditError, check_labeller_name
+    except ImportError:  # no evaluator installed: POST /api/audit says so itself
+        return
+    for name in names:
+        try:
+            check_labeller_name(name)
+        except AuditError as exc:
+            p.error(f"--audit-labellers / $RAGTRACE_AUDIT_LABELLERS: {exc}")

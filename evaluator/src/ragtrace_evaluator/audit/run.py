@@ -33,7 +33,13 @@ from ragtrace_evaluator.audit.sampling import (
 )
 from ragtrace_evaluator.audit.summary import summarise
 from ragtrace_evaluator.labellers.protocol import GroundingLabeller, GroundingResult, Passage, RelevanceLabeller
-from ragtrace_evaluator.labellers.registry import make_grounding_labeller, make_relevance_labeller
+from ragtrace_evaluator.labellers.registry import (
+    GROUNDING_NAMES,
+    RELEVANCE_NAMES,
+    is_registered,
+    make_grounding_labeller,
+    make_relevance_labeller,
+)
 from ragtrace_evaluator.manifest import build_manifest, store_manifest
 from ragtrace_store import (
     GoldSource,
@@ -68,15 +74,27 @@ def parse_time(value: datetime | str | None, name: str) -> datetime | None:
         raise AuditError(str(exc)) from None
 
 
+def check_labeller_name(name: str) -> None:
+    """Refuse (`AuditError`) a labeller name no audit could build, without building it: a kind the
+    registry does not know, or a ``py:`` name not shaped MODULE:FUNCTION. A known kind's argument
+    (a model directory, a URL) is only checked when the labeller is built."""
+    if name.startswith("py:"):
+        module_name, _, func = name[3:].partition(":")
+        if not module_name or not func:
+            raise AuditError(f"labeller {name!r}: use py:MODULE:FUNCTION, e.g. py:mypkg.labellers:make")
+    elif not is_registered(name):
+        raise AuditError(f"unknown labeller {name!r}; grounding: {GROUNDING_NAMES}; relevance: {RELEVANCE_NAMES}; "
+                         "or py:MODULE:FUNCTION")
+
+
 def _factory(make: Callable[[str], Any], name: str, protocol: type) -> Any:
     """Build a labeller by name. ``py:MODULE:FUNCTION`` calls any importable factory (plug-ins, for
     the local CLI; `POST /api/audit` accepts only the names its server enables); other names go to
     the registry (`ragtrace_evaluator.labellers.registry`). What a factory returns must satisfy
     ``protocol`` (`GroundingLabeller` or `RelevanceLabeller`), or the audit stops before labelling."""
     if name.startswith("py:"):
+        check_labeller_name(name)
         module_name, _, func = name[3:].partition(":")
-        if not module_name or not func:
-            raise AuditError(f"labeller {name!r}: use py:MODULE:FUNCTION, e.g. py:mypkg.labellers:make")
         try:
             factory = getattr(importlib.import_module(module_name), func)
         except (ImportError, AttributeError) as exc:

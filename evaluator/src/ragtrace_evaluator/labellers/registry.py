@@ -41,6 +41,13 @@ def _check_kind(kind: str) -> None:
         raise ValueError(f"labeller kind {kind!r}: use letters, digits, '-' and '_'")
 
 
+def is_registered(name: str) -> bool:
+    """Whether ``name``'s kind (before any ``:``) is a registered grounding or relevance labeller,
+    without building one (no model loads): what a server checks its enabled names with at start."""
+    kind = name.partition(":")[0]
+    return kind in _GROUNDING or kind in _RELEVANCE
+
+
 def make_grounding_labeller(name: str = "offline") -> GroundingLabeller:
     """A grounding labeller by name: ``offline`` (MiniLM + lexical checks), ``nli:<model>``, or
     ``llm:<model>@<base URL>`` (an OpenAI-compatible chat API; key from RAGTRACE_JUDGE_API_KEY)."""
