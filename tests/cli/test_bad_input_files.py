@@ -66,6 +66,8 @@ def test_a_file_that_is_not_utf8_is_named_with_the_fix(tmp_path: Path, capsys: p
     assert str(bad) in err and "UTF-8" in err
     if kind == "utf16":
         assert "UTF-16" in err
+    if kind == "binary":  # bytes are not "qrels" (the hint used to say so, from a lossy read of them)
+        assert "looks like" not in err
 
 
 def test_labels_import_names_a_per_trace_label_file_for_what_it_is(tmp_path: Path,
@@ -76,6 +78,20 @@ def test_labels_import_names_a_per_trace_label_file_for_what_it_is(tmp_path: Pat
     assert labels_main(["import", str(labels), "--store", str(tmp_path / "no-store")]) == 2
     err = capsys.readouterr().err
     assert "this is a per-trace label record (`ragtrace audit --per-trace`), not gold" in err
+
+
+@pytest.mark.parametrize("content", ["", "\n  \n\n"])
+@pytest.mark.parametrize("kind", ["auto", "qrels", "spans", "references"])
+def test_labels_import_of_a_file_with_nothing_in_it_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                               content: str, kind: str) -> None:
+    # "imported 0 judgements" and exit 0 let a wrong or truncated file pass a pipeline unnoticed
+    empty = tmp_path / "gold.txt"
+    empty.write_text(content, encoding="utf-8")
+    code = labels_main(["import", str(empty), "--kind", kind, "--store", str(tmp_path / "no-store")])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"{empty} holds nothing to import" in err
+    assert not (tmp_path / "no-store").exists()  # refused before a store was opened
 
 
 @pytest.mark.parametrize("command", ["labels import", "metrics --qrels"])

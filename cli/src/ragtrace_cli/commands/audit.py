@@ -259,6 +259,16 @@ def detect_kind(path: str | Path) -> str:
     return "qrels"
 
 
+def _is_utf8(path: str | Path) -> bool:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            while fh.read(1 << 20):
+                pass
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 _REF_SHAPE = 'each line must be a JSON object {"query_id": "q1", "reference": "the correct answer"}'
 
 
@@ -312,9 +322,14 @@ def labels_main(argv: list[str]) -> int:
         if args.kind == "auto":
             hint = f" (read as {kind}; give --kind qrels, --kind spans or --kind references if that is wrong)"
         else:
-            looks = detect_kind(args.file)
+            looks = detect_kind(args.file) if _is_utf8(args.file) else kind  # a binary file looks like nothing
             hint = "" if looks == kind else f" (the file looks like {looks}: use --kind {looks})"
         print(f"ragtrace labels import: {exc}{hint}", file=sys.stderr)
+        return 2
+    if not (spans or qrels or refs):
+        # "imported 0" with exit 0 would let a wrong or truncated file pass a pipeline unnoticed
+        print(f"ragtrace labels import: {args.file} holds nothing to import (it is empty or has only blank "
+              "lines): give TREC qrels, evidence spans or reference answers", file=sys.stderr)
         return 2
     store = open_reader(args.store, command="labels import")
     if store is None:
