@@ -13,7 +13,8 @@ import httpx
 import pytest
 from fastapi.responses import PlainTextResponse
 
-from ragtrace_cli.commands.audit import _remote_audit
+from ragtrace_cli.commands.audit import _remote_audit, audit_main
+from ragtrace_cli.commands.review import review_main, reviewers_main
 from ragtrace_cli.commands.traces import traces_main
 from ragtrace_cli.remote import EXCERPT_CHARS, RemoteClient, RemoteError
 from tests import otlp_builders as T
@@ -92,14 +93,22 @@ def test_unreachable_port() -> None:
     assert "Is `ragtrace serve` running there?" in str(exc.value)
 
 
-@pytest.mark.parametrize("url", ["localhost:4318", "127.0.0.1:4318", "ftp://host/", "grpc://127.0.0.1:4317"])
-def test_a_server_that_is_not_an_http_url_says_what_to_give(url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(RemoteError) as exc:
-        RemoteClient(url)
-    assert exc.value.status is None and "give http://HOST:PORT" in str(exc.value)
-    assert traces_main(["--server", url]) == 1
+@pytest.mark.parametrize("url", ["localhost:4318", "127.0.0.1:4318", "ftp://host/", "grpc://127.0.0.1:4317",
+                                 "http://", "http://127.0.0.1:43l8"])
+@pytest.mark.parametrize("command", ["traces", "audit", "review status", "reviewers list"])
+def test_a_server_that_is_not_an_http_url_says_what_to_give(url: str, command: str,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    if "43l8" not in url:  # the client refuses the rest itself too (it is a library as well)
+        with pytest.raises(RemoteError) as exc:
+            RemoteClient(url)
+        assert exc.value.status is None and "give http://HOST:PORT" in str(exc.value)
+    main = {"traces": traces_main, "audit": audit_main, "review status": review_main, "reviewers list": reviewers_main}
+    # a usage error (exit 2) before anything is asked, not a connection failure (exit 1)
+    with pytest.raises(SystemExit) as stop:
+        main[command]([*command.split()[1:], "--server", url, "--token", "t"])
+    assert stop.value.code == 2
     err = capsys.readouterr().err
-    assert f"ragtrace traces: {url!r} is not a collector URL" in err and "unsupported protocol" not in err
+    assert f"{url!r}" in err and "give http://HOST:PORT" in err and "unsupported protocol" not in err
 
 
 def test_commands_report_through_it(served: tuple[str, list[str]], tmp_path: Path,

@@ -51,7 +51,7 @@ class RemoteClient:
 
     def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 60.0,
                  token_hint: str = TOKEN_HINT) -> None:
-        if urlsplit(base_url).scheme not in ("http", "https"):
+        if urlsplit(base_url).scheme not in ("http", "https") or not urlsplit(base_url).hostname:
             # httpx would say "unsupported protocol 'localhost://'" for localhost:4318
             raise RemoteError(f"{base_url!r} is not a collector URL: give http://HOST:PORT or https://HOST:PORT "
                               "(e.g. --server http://127.0.0.1:4318)", url=base_url)

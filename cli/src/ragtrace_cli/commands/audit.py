@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ragtrace_cli.commands.common import EXIT_STORE, open_reader, tenant_arg
+from ragtrace_cli.commands.common import EXIT_STORE, open_reader, server_arg, tenant_arg
 from ragtrace_store import LabelError, LabelRecord, json_line_values, write_label_lines
 
 ENV_TOKEN = "RAGTRACE_TOKEN"
@@ -32,7 +32,8 @@ def _audit_parser() -> argparse.ArgumentParser:
     where = p.add_mutually_exclusive_group()
     where.add_argument("--store", help="embedded store directory or http(s)://user:pw@host:8123/db "
                        "(default: $RAGTRACE_STORE or ~/.local/share/ragtrace/store)")
-    where.add_argument("--server", metavar="URL", help="ask a running `ragtrace serve` at URL to run the audit")
+    where.add_argument("--server", type=server_arg, metavar="URL",
+                       help="ask a running `ragtrace serve` at URL to run the audit")
     p.add_argument("--token", default=None, help=f"bearer token for --server (default: ${ENV_TOKEN})")
     p.add_argument("--tenant", default="default", type=tenant_arg,
                    help="tenant to audit (direct --store only; the server derives it from the token)")

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from ragtrace_store import (
     DEFAULT_TENANT,
@@ -99,6 +100,20 @@ def tenant_arg(text: str) -> str:
     if not text.strip() or text != text.strip():
         raise argparse.ArgumentTypeError(f"{text!r}: give a tenant name without surrounding spaces (default: "
                                          f"{DEFAULT_TENANT})")
+    return text
+
+
+def server_arg(text: str) -> str:
+    """The argparse type of every ``--server``: a URL that could never reach a collector is a usage
+    error (exit 2) before anything is read, not a connection failure (exit 1) after."""
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a collector URL: give http://HOST:PORT or "
+                                         "https://HOST:PORT (e.g. --server http://127.0.0.1:4318)")
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number or out of range
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}; give http://HOST:PORT") from None
     return text
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
-from ragtrace_cli.commands.common import EXIT_STORE, open_reader, tenant_arg
+from ragtrace_cli.commands.common import EXIT_STORE, open_reader, server_arg, tenant_arg
 from ragtrace_review import auth
 from ragtrace_review.calibrate import agreement_report, export_gold, render_text, write_gold
 from ragtrace_review.errors import ReviewError
@@ -36,7 +36,7 @@ def _common(p: argparse.ArgumentParser, *, server: bool = False) -> None:
     if server:
         # An embedded store belongs to the `ragtrace serve` process that has it open; these
         # commands can go through that server instead, as a reviewer of the token's tenant.
-        p.add_argument("--server", metavar="URL", default=None,
+        p.add_argument("--server", type=server_arg, metavar="URL", default=None,
                        help="go through a running `ragtrace serve` at URL instead of opening the store")
         p.add_argument("--token", default=None, help=f"reviewer token for --server (default: ${ENV_TOKEN})")
 
@@ -76,7 +76,7 @@ def reviewers_main(argv: list[str], store: Store | None = None) -> int:
     en.add_argument("name", help="reviewer name or id")
     _common(en)
     for sp in (add, ls, dis, en):
-        sp.add_argument("--server", metavar="URL", default=None,
+        sp.add_argument("--server", type=server_arg, metavar="URL", default=None,
                         help="manage reviewers through a running `ragtrace serve` at URL")
         sp.add_argument("--token", default=None,
                         help=f"the tenant's collector token for --server (default: ${ENV_TENANT_TOKEN})")

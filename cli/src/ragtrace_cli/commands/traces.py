@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from ragtrace_cli.commands.common import EXIT_STORE, STORE_HELP, open_reader, tenant_arg
+from ragtrace_cli.commands.common import EXIT_STORE, STORE_HELP, open_reader, server_arg, tenant_arg
 from ragtrace_store import (
     DEFAULT_TENANT,
     CursorError,
@@ -212,7 +212,7 @@ def _common_read_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", help=STORE_HELP)
     p.add_argument("--tenant", default=DEFAULT_TENANT, type=tenant_arg,
                    help="tenant to read (direct store access only)")
-    p.add_argument("--server", help="read through a running collector, e.g. http://127.0.0.1:4318 "
+    p.add_argument("--server", type=server_arg, help="read through a running collector, e.g. http://127.0.0.1:4318 "
                                     "(needed while `ragtrace serve` owns an embedded store)")
     p.add_argument("--token", help="bearer token for --server (selects the tenant)")
 
