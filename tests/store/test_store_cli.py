@@ -40,3 +40,16 @@ def test_migrate_status_retention_and_print(chdb_http_server: str) -> None:
     assert _run("migrate", "--variant", "cluster").returncode == 2  # needs --cluster
     bad = _run("status", "--store", "http://127.0.0.1:1/nowhere")
     assert bad.returncode == 2 and "cannot reach" in bad.stderr
+
+
+def test_a_server_that_refuses_is_reported_once_in_our_words() -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on once it is closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = _run("status", "--store", f"http://127.0.0.1:{port}/db")
+    assert out.returncode == 2
+    assert f"ragtrace store: cannot reach the ClickHouse server at 127.0.0.1:{port}" in out.stderr
+    # the driver's own warning used to reach stderr too, through logging's last-resort handler
+    assert "Unexpected Http Driver Exception" not in out.stderr

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import logging
 import os
 import sys
 from dataclasses import dataclass
@@ -91,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    # Each command reports a store it cannot reach in its own words; without this the driver's
+    # "Unexpected Http Driver Exception" warning reaches stderr too (logging's last-resort handler,
+    # as nothing is configured). `ragtrace serve` configures logging, so its log keeps the warning.
+    logging.getLogger("clickhouse_connect").addHandler(logging.NullHandler())
     module_name, func_name = cmd.target.split(":")
     module = importlib.import_module(module_name)
     try:
