@@ -53,3 +53,15 @@ def test_an_audit_labeller_no_audit_could_build_stops_the_start(names: str, said
     err = capsys.readouterr().err
     assert said in err and "--audit-labellers" in err and "Traceback" not in err
     assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("host", ["999.1.1.1", "no-such-host.invalid"])
+def test_a_host_that_cannot_be_listened_on_stops_the_start(host: str, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    # ".invalid" never resolves (RFC 2606), so this needs no network
+    with pytest.raises(SystemExit) as exc:
+        serve_main(["--store", str(tmp_path / "store"), "--port", "0", "--host", host])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--host / $RAGTRACE_HOST {host!r}: not an address or a name" in err and "Traceback" not in err
+    assert not (tmp_path / "store").exists()  # refused before the store was created

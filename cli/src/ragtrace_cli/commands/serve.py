@@ -10,6 +10,7 @@ import argparse
 import gc
 import logging
 import signal
+import socket
 
 from ragtrace_cli.commands.common import STORE_HELP, open_or_report
 from ragtrace_collector.settings import CollectorSettings, parse_names, parse_tokens
@@ -77,6 +78,11 @@ def serve_main(argv: list[str]) -> int:
     except ValueError as exc:
         p.error(str(exc))
     _check_audit_labellers(p, settings.audit_labellers)
+    try:  # else uvicorn says "Name or service not known" only after the store was opened and migrated
+        socket.getaddrinfo(settings.host, settings.port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        p.error(f"--host / $RAGTRACE_HOST {settings.host!r}: not an address or a name this machine can resolve "
+                f"({exc}); e.g. 127.0.0.1, 0.0.0.0 or ::")
     if settings.spool_path.exists() and not settings.spool_path.is_dir():
         # else the app's startup fails with a SpoolError traceback, after the store was opened
         p.error(f"--spool-dir {settings.spool_path} is a file; give a directory (or unset it: the default is "
