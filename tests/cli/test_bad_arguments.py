@@ -74,6 +74,16 @@ def test_compare_refuses_a_directory_for_a_side(tmp_path: Path, capsys: pytest.C
     assert f"{folder} is a directory; give a per-trace JSON Lines file" in err and "no store" not in err
 
 
+def test_compare_names_a_missing_candidate_file_before_reading_the_baseline_release(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # the baseline is a release name, so it would need a store; the candidate's typo is what to fix
+    missing = tmp_path / "candidat.jsonl"
+    code = compare_main(["--baseline", "v1", "--candidate", str(missing), "--store", str(tmp_path / "no-store")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"{missing}: no such file" in err and "no-store" not in err
+
+
 @pytest.mark.parametrize("tenant", ["", " ", " acme"])
 @pytest.mark.parametrize("command", ["traces", "labels", "audit", "compare", "review", "reviewers"])
 def test_a_blank_tenant_is_refused_by_every_command(tmp_path: Path, capsys: pytest.CaptureFixture[str],

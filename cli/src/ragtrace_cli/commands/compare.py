@@ -80,15 +80,20 @@ def _is_file_arg(value: str) -> bool:
     return Path(value).exists() or value.endswith(_FILE_SUFFIXES)
 
 
-def load_side(value: str, args: argparse.Namespace, store_box: list[Any]) -> LabelSet:
-    """A JSON Lines file, or the labels of a release in the store (opened once, kept in store_box)."""
+def _check_path_side(value: str) -> None:
+    """Refuse a side that names a path but no readable file (no store is opened for that)."""
     if Path(value).is_dir():  # not a release name either: say so rather than look it up in the store
         raise CompareError(f"{value} is a directory; give a per-trace JSON Lines file (`ragtrace audit "
                            "--per-trace FILE.jsonl`) or a release name")
+    if _is_file_arg(value) and not Path(value).is_file():
+        raise CompareError(f"{value}: no such file (a path or a *.jsonl name is read as a per-trace file; "
+                           "give a release name to read the store)")
+
+
+def load_side(value: str, args: argparse.Namespace, store_box: list[Any]) -> LabelSet:
+    """A JSON Lines file, or the labels of a release in the store (opened once, kept in store_box)."""
+    _check_path_side(value)
     if _is_file_arg(value):
-        if not Path(value).is_file():
-            raise CompareError(f"{value}: no such file (a path or a *.jsonl name is read as a per-trace file; "
-                               "give a release name to read the store)")
         return load_jsonl(value)
     store = _store(args, store_box)
     manifest = _manifests(store, [value], args)[0]
@@ -106,6 +111,9 @@ def load_sides(args: argparse.Namespace, store_box: list[Any]) -> tuple[LabelSet
     """Both sides; two releases of the store are paired by the engine (`load_pair`: only the labels
     of query ids both have are read)."""
     if _is_file_arg(args.baseline) or _is_file_arg(args.candidate):
+        # both paths first: a mistyped candidate file is named before the baseline's store is opened
+        _check_path_side(args.baseline)
+        _check_path_side(args.candidate)
         return load_side(args.baseline, args, store_box), load_side(args.candidate, args, store_box)
     store = _store(args, store_box)
     chosen = _manifests(store, [args.baseline, args.candidate], args)
