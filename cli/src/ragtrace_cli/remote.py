@@ -19,12 +19,27 @@ from urllib.parse import urlsplit
 import httpx
 import orjson
 
-__all__ = ["TOKEN_HINT", "RemoteClient", "RemoteError"]
+__all__ = ["TOKEN_HINT", "RemoteClient", "RemoteError", "collector_url_problem"]
 
 #: what a 401 tells the user to do, unless the caller names its own option or variable
 TOKEN_HINT = "pass --token TOKEN"
 #: how much of an error response's body a message quotes
 EXCERPT_CHARS = 500
+
+
+def collector_url_problem(url: str) -> str | None:
+    """What is wrong with ``url`` as the address of a collector (None when nothing is): checked
+    before any request, since httpx would say "unsupported protocol 'localhost://'" for
+    ``localhost:4318`` and fail only at the first request on a port that is not a number."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return (f"{url!r} is not a collector URL: give http://HOST:PORT or https://HOST:PORT "
+                "(e.g. --server http://127.0.0.1:4318)")
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number or out of range
+    except ValueError as exc:
+        return f"{url!r}: {exc}; give http://HOST:PORT"
+    return None
 
 
 class RemoteError(Exception):
@@ -51,10 +66,9 @@ class RemoteClient:
 
     def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 60.0,
                  token_hint: str = TOKEN_HINT) -> None:
-        if urlsplit(base_url).scheme not in ("http", "https") or not urlsplit(base_url).hostname:
-            # httpx would say "unsupported protocol 'localhost://'" for localhost:4318
-            raise RemoteError(f"{base_url!r} is not a collector URL: give http://HOST:PORT or https://HOST:PORT "
-                              "(e.g. --server http://127.0.0.1:4318)", url=base_url)
+        problem = collector_url_problem(base_url)
+        if problem is not None:
+            raise RemoteError(problem, url=base_url)
         self.base_url = base_url.rstrip("/")
         self.token_hint = token_hint
         headers = {"Authorization": f"Bearer {token}"} if token else {}

@@ -17,7 +17,6 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from ragtrace_store import (
     DEFAULT_TENANT,
@@ -106,14 +105,11 @@ def tenant_arg(text: str) -> str:
 def server_arg(text: str) -> str:
     """The argparse type of every ``--server``: a URL that could never reach a collector is a usage
     error (exit 2) before anything is read, not a connection failure (exit 1) after."""
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a collector URL: give http://HOST:PORT or "
-                                         "https://HOST:PORT (e.g. --server http://127.0.0.1:4318)")
-    try:
-        parts.port  # noqa: B018 - raises on a port that is not a number or out of range
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r}: {exc}; give http://HOST:PORT") from None
+    from ragtrace_cli.remote import collector_url_problem  # httpx loads only for a command given --server
+
+    problem = collector_url_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
     return text
 
 
