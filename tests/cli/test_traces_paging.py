@@ -134,6 +134,11 @@ def test_cli_on_a_store_pages_with_the_footer(chdb_http_server: str, capsys: pyt
     assert f"4 of {N} trace(s) shown" in footer and "--since 20" in footer and "--since 3000d" not in footer
     assert traces_main(["--store", chdb_http_server, "--tenant", tenant, "--limit", "100"]) == 0
     assert f"\n{N} trace(s).\n" in capsys.readouterr().out
+    # an empty listing names the filters that matched nothing (a mistyped release, most often)
+    assert traces_main(["--store", chdb_http_server, "--tenant", tenant, "--release", "r9", "--since", "3000d"]) == 0
+    assert capsys.readouterr().out.startswith("no traces match --release 'r9', --since '3000d' (")
+    assert traces_main(["--store", chdb_http_server, "--tenant", f"{tenant}-none"]) == 0
+    assert capsys.readouterr().out.startswith("no traces (a trace appears once")
 
 
 class _Recorder:

@@ -94,8 +94,15 @@ def traces_main(argv: list[str]) -> int:
             count = (count_traces(store, flt, include_all=a.include_all)
                      if next_cursor or a.cursor or not (a.json or a.include_all) else None)
     out.footer(limit=a.limit, count=count, next_command=_next_command(a, since, until, next_cursor),
-               include_all=a.include_all, continued=a.cursor is not None)
+               include_all=a.include_all, continued=a.cursor is not None, filters=_filters(a))
     return 0
+
+
+def _filters(a: argparse.Namespace) -> str:
+    """The filters a listing was given, as typed (empty without any): what an empty listing names."""
+    given = [f"{flag} {value!r}" for flag, value in (("--service", a.service), ("--release", a.release),
+                                                    ("--since", a.since), ("--until", a.until)) if value is not None]
+    return ", ".join(given)
 
 
 class _Output:
@@ -115,7 +122,7 @@ class _Output:
         self.shown += 1
 
     def footer(self, *, limit: int, count: TraceCount | None, next_command: str | None, include_all: bool,
-               continued: bool) -> None:
+               continued: bool, filters: str = "") -> None:
         if self.as_json:
             sys.stdout.buffer.flush()
             if next_command:  # stdout stays JSON Lines; the way on goes to stderr
@@ -124,8 +131,13 @@ class _Output:
                       f"{next_command}", file=sys.stderr)
             return
         if not self.shown:
-            print("no traces (a trace appears once its root span has arrived)" if not continued
-                  else "no more traces after this cursor")
+            if continued:
+                print("no more traces after this cursor")
+            elif filters:  # most often a mistyped release or service: say which filters matched nothing
+                print(f"no traces match {filters} (a trace appears once its root span has arrived; "
+                      "drop a filter to see what the store holds)")
+            else:
+                print("no traces (a trace appears once its root span has arrived)")
             return
         what = "root(s)" if include_all else "trace(s)"
         if next_command:
