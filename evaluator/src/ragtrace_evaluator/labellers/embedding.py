@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from ragtrace_evaluator.labellers.hf_loading import quiet_loading
+
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 # Passage sentences are short; 256 word pieces covers a long sentence and bounds the cost of a
 # pathological one.
@@ -183,8 +185,9 @@ class SentenceEmbedder:
 
         path = self.resolved_dir
         try:
-            self._tokenizer = AutoTokenizer.from_pretrained(str(path))
-            self._model = AutoModel.from_pretrained(str(path))
+            with quiet_loading():
+                self._tokenizer = AutoTokenizer.from_pretrained(str(path))
+                self._model = AutoModel.from_pretrained(str(path))
         except OSError as exc:
             raise EmbedderError(f"cannot load the embedding model from {path}: {exc}") from exc
         self._model.eval()

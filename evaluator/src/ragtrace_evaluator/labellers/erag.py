@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ragtrace_evaluator.labellers.embedding import file_digest
+from ragtrace_evaluator.labellers.hf_loading import quiet_loading
 from ragtrace_evaluator.labellers.protocol import Passage
 
 ERAG_THRESHOLD = 0.5
@@ -96,8 +97,9 @@ class CausalLMReader:
 
         kwargs = {"gguf_file": self.gguf_file} if self.gguf_file else {}
         try:
-            self._tok = AutoTokenizer.from_pretrained(self.model, **kwargs)
-            self._lm = AutoModelForCausalLM.from_pretrained(self.model, dtype=torch.float32, **kwargs)
+            with quiet_loading():
+                self._tok = AutoTokenizer.from_pretrained(self.model, **kwargs)
+                self._lm = AutoModelForCausalLM.from_pretrained(self.model, dtype=torch.float32, **kwargs)
         except OSError as exc:
             raise ReaderError(f"cannot load reader {self.model!r}: {exc}") from exc
         self._lm.eval()

@@ -28,6 +28,7 @@ from typing import Any
 
 from ragtrace_evaluator.labellers.claims import extract_claims
 from ragtrace_evaluator.labellers.embedding import file_digest
+from ragtrace_evaluator.labellers.hf_loading import quiet_loading
 from ragtrace_evaluator.labellers.protocol import (
     ClaimVerdict,
     GroundingResult,
@@ -98,8 +99,10 @@ class NLIModel:
         if Path(self.model).is_dir():
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
         try:
-            self._tokenizer = AutoTokenizer.from_pretrained(self.model, revision=self.revision)
-            self._model = AutoModelForSequenceClassification.from_pretrained(self.model, revision=self.revision)
+            with quiet_loading():
+                self._tokenizer = AutoTokenizer.from_pretrained(self.model, revision=self.revision)
+                self._model = AutoModelForSequenceClassification.from_pretrained(self.model,
+                                                                                 revision=self.revision)
         except OSError as exc:
             raise NLIError(
                 f"cannot load NLI model {self.model!r}: {exc}. Pass a local directory with config.json, "
