@@ -106,3 +106,15 @@ def test_a_blank_tenant_is_refused_by_every_command(tmp_path: Path, capsys: pyte
             main([*args, "--tenant", tenant])
         assert exc.value.code == 2
     assert f"--tenant: {tenant!r}: give a tenant name without surrounding spaces" in capsys.readouterr().err
+
+
+def test_an_age_with_a_leading_minus_is_a_value_not_an_option() -> None:
+    from ragtrace_cli.commands.audit import _audit_parser
+    from ragtrace_cli.commands.common import joined_ages
+
+    argv = ["--since", "-1h", "--until", "-90s", "--release", "-v1", "--sample", "5"]
+    assert joined_ages(argv) == ["--since=-1h", "--until=-90s", "--release", "-v1", "--sample", "5"]
+    args = _audit_parser().parse_args(joined_ages(["--since", "-1h", "--until", "-2.5m"]))
+    assert (args.since, args.until) == ("-1h", "-2.5m")
+    with pytest.raises(SystemExit):  # without the join argparse refuses the documented form
+        _audit_parser().parse_args(["--since", "-1h"])

@@ -132,6 +132,9 @@ def test_cli_on_a_store_pages_with_the_footer(chdb_http_server: str, capsys: pyt
     assert traces_main(["--store", chdb_http_server, "--tenant", tenant, "--limit", "4", "--since", "3000d"]) == 0
     footer = capsys.readouterr().out
     assert f"4 of {N} trace(s) shown" in footer and "--since 20" in footer and "--since 3000d" not in footer
+    # the age as the audit's help writes it, with a leading minus (argparse alone calls it a missing value)
+    assert traces_main(["--store", chdb_http_server, "--tenant", tenant, "--limit", "4", "--since", "-3000d"]) == 0
+    assert f"4 of {N} trace(s) shown" in capsys.readouterr().out
     assert traces_main(["--store", chdb_http_server, "--tenant", tenant, "--limit", "100"]) == 0
     assert f"\n{N} trace(s).\n" in capsys.readouterr().out
     # an empty listing names the filters that matched nothing (a mistyped release, most often)

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ragtrace_cli.commands.common import EXIT_STORE, open_reader, server_arg, tenant_arg
+from ragtrace_cli.commands.common import EXIT_STORE, TIME_HELP, joined_ages, open_reader, server_arg, tenant_arg
 from ragtrace_store import LabelError, LabelRecord, json_line_values, write_label_lines
 
 ENV_TOKEN = "RAGTRACE_TOKEN"
@@ -39,8 +39,8 @@ def _audit_parser() -> argparse.ArgumentParser:
                    help="tenant to audit (direct --store only; the server derives it from the token)")
     p.add_argument("--service")
     p.add_argument("--release")
-    p.add_argument("--since", help="ISO time or relative (-1h, -7d)")
-    p.add_argument("--until", help="ISO time or relative (-1h, -7d)")
+    p.add_argument("--since", help=TIME_HELP)
+    p.add_argument("--until", help=TIME_HELP)
     size = p.add_mutually_exclusive_group()
     size.add_argument("--sample", type=int, metavar="N",
                       help="N traces (per stratum with --stratify), by trace-id hash")
@@ -69,7 +69,7 @@ def _audit_parser() -> argparse.ArgumentParser:
 
 def audit_main(argv: list[str]) -> int:
     parser = _audit_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(joined_ages(argv))
     if not args.timeout > 0:  # httpx would raise "Timeout value out of range" from the socket
         parser.error(f"--timeout must be > 0 seconds, got {args.timeout}")
     options: dict[str, Any] = {

@@ -13,8 +13,9 @@ refuses a store whose schema is not up to date and says how to migrate it.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,13 @@ STORE_HELP = ("a directory (embedded chDB) or http(s)://user:password@host:8123/
 
 #: exit status of every command whose store cannot be used
 EXIT_STORE = 2
+
+#: the help of `--since` / `--until` (parsed by `ragtrace_store.clock.parse_time_bound`)
+TIME_HELP = "ISO time (naive = UTC) or an age before now: 15m, 6h, 2d (also written -1h)"
+
+#: flags whose value may be an age with a leading minus, and that form (`parse_duration`'s units)
+_AGE_FLAGS = ("--since", "--until")
+_MINUS_AGE = re.compile(r"-\d+(\.\d+)?(ms|s|m|h|d)?")
 
 #: commands that can go through a running `ragtrace serve` instead of opening its embedded store
 _SERVER_MODE = ("traces", "audit", "review", "reviewers")
@@ -91,6 +99,22 @@ def open_reader(store: str | None, *, command: str, say: Callable[[str], None] |
         opened.close()
         return None
     return opened
+
+
+def joined_ages(argv: Sequence[str]) -> list[str]:
+    """``argv`` with ``--since -1h`` given as ``--since=-1h``. argparse takes a value that starts with
+    "-" and is not a plain number for another option, so the documented form would be refused with
+    "expected one argument\"."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] in _AGE_FLAGS and i + 1 < len(argv) and _MINUS_AGE.fullmatch(argv[i + 1]):
+            out.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
 
 
 def tenant_arg(text: str) -> str:

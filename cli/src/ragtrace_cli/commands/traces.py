@@ -16,7 +16,15 @@ from typing import Any
 
 import orjson
 
-from ragtrace_cli.commands.common import EXIT_STORE, STORE_HELP, open_reader, server_arg, tenant_arg
+from ragtrace_cli.commands.common import (
+    EXIT_STORE,
+    STORE_HELP,
+    TIME_HELP,
+    joined_ages,
+    open_reader,
+    server_arg,
+    tenant_arg,
+)
 from ragtrace_store import (
     DEFAULT_TENANT,
     CursorError,
@@ -42,15 +50,15 @@ def traces_main(argv: list[str]) -> int:
     _common_read_args(p)
     p.add_argument("--service")
     p.add_argument("--release")
-    p.add_argument("--since", help="ISO time or an age such as 15m, 6h, 2d")
-    p.add_argument("--until", help="ISO time or an age")
+    p.add_argument("--since", help=TIME_HELP)
+    p.add_argument("--until", help=TIME_HELP)
     p.add_argument("--limit", type=int, default=50)
     p.add_argument("--all", dest="include_all", action="store_true",
                    help="also list roots that are not queries (no retriever, reranker or LLM span under them: "
                         "a retriever or LLM called outside a chain, an index being built)")
     p.add_argument("--json", action="store_true", help="one JSON object per trace (JSON Lines)")
     p.add_argument("--cursor", help="continue a listing after its last page (the cursor printed under that page)")
-    a = p.parse_args(argv)
+    a = p.parse_args(joined_ages(argv))
     try:
         since, until = parse_time_bound(a.since, "since"), parse_time_bound(a.until, "until")
     except ValueError as exc:
