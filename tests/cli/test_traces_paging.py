@@ -141,7 +141,8 @@ def test_cli_on_a_store_pages_with_the_footer(chdb_http_server: str, capsys: pyt
     assert traces_main(["--store", chdb_http_server, "--tenant", tenant, "--release", "r9", "--since", "3000d"]) == 0
     assert capsys.readouterr().out.startswith("no traces match --release 'r9', --since '3000d' (")
     assert traces_main(["--store", chdb_http_server, "--tenant", f"{tenant}-none"]) == 0
-    assert capsys.readouterr().out.startswith("no traces (a trace appears once")
+    assert capsys.readouterr().out.startswith("no traces (a trace appears once its root span has arrived and the "
+                                              "collector has written it")
 
 
 class _Recorder:

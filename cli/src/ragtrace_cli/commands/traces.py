@@ -113,6 +113,10 @@ def _filters(a: argparse.Namespace) -> str:
     return ", ".join(given)
 
 
+#: when a sent trace can be listed: the collector writes what it received in batches
+_ARRIVAL = "a trace appears once its root span has arrived and the collector has written it, within a second or so"
+
+
 class _Output:
     """The listing as it is read: JSON Lines, or the table (header before the first row)."""
 
@@ -142,10 +146,9 @@ class _Output:
             if continued:
                 print("no more traces after this cursor")
             elif filters:  # most often a mistyped release or service: say which filters matched nothing
-                print(f"no traces match {filters} (a trace appears once its root span has arrived; "
-                      "drop a filter to see what the store holds)")
+                print(f"no traces match {filters} ({_ARRIVAL}; drop a filter to see what the store holds)")
             else:
-                print("no traces (a trace appears once its root span has arrived)")
+                print(f"no traces ({_ARRIVAL})")
             return
         what = "root(s)" if include_all else "trace(s)"
         if next_command:
