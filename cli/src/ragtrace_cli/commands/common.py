@@ -103,8 +103,8 @@ def open_reader(store: str | None, *, command: str, say: Callable[[str], None] |
 
 def joined_ages(argv: Sequence[str]) -> list[str]:
     """``argv`` with ``--since -1h`` given as ``--since=-1h``. argparse takes a value that starts with
-    "-" and is not a plain number for another option, so the documented form would be refused with
-    "expected one argument\"."""
+    a minus and is not a plain number for another option, so it would refuse the documented form
+    ("expected one argument")."""
     out: list[str] = []
     i = 0
     while i < len(argv):
