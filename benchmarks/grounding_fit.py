@@ -62,6 +62,7 @@ from ragtrace_evaluator.labellers.offline import (  # noqa: E402
     FEATURES,
     FORMULA_VERSION,
     OfflineGroundingLabeller,
+    contradiction_of,
     whole_text_claim,
 )
 from ragtrace_evaluator.labellers.protocol import GroundingLabeller, Passage  # noqa: E402
@@ -79,6 +80,8 @@ SEED = 12
 #: a label is trusted without review when its calibrated confidence (the probability that its verdict is
 #: right) reaches this: a priori, not fitted; the held-out and dev measurements say what it buys
 REVIEW_CONFIDENCE = 0.7
+#: the values of c (support × (1 − c · contradiction)) compared by leave-one-set-out CV besides c = 0
+CONTRADICTION_WEIGHTS = (0.25, 0.5, 1.0)
 #: the ``source`` of the synthetic HotpotQA claims in a Pool (never a held-out set)
 SYNTHETIC = "hotpotqa_synthetic"
 #: feature -> +1 (more can only raise support), -1 (only lower it), 0 (free): a priori, not fitted
@@ -141,6 +144,10 @@ class Pool:
     #: the item each belongs to: what ranks them when the candidate scores generic answers
     whole_x: np.ndarray
     whole_of: np.ndarray
+    #: the contradiction rule's strength per row of ``x`` and of ``whole_x`` (what the API's score
+    #: multiplies support by, weighted: support × (1 − c · contradiction))
+    contra: np.ndarray
+    whole_contra: np.ndarray
 
 
 def _code_key(extra: str) -> str:
@@ -156,12 +163,18 @@ def _code_key(extra: str) -> str:
 def featurise(items: Sequence[Item], labeller: OfflineGroundingLabeller, cache: Path | None,
               key: str, batch: int = 128, progress: bool = True) -> Pool:
     path = cache / f"features-{key}.npz" if cache is not None else None
+    cached = None
     if path is not None and path.exists():
         with np.load(path) as data:
-            x, item_of, claimless = data["x"], data["item_of"], data["claimless"]
-            whole_x, whole_of = data["whole_x"], data["whole_of"]
+            # a cache written before the contradiction column was kept is recomputed
+            cached = {k: data[k] for k in data.files} if "contra" in data.files else None
+    if cached is not None:
+        x, item_of, claimless = cached["x"], cached["item_of"], cached["claimless"]
+        whole_x, whole_of = cached["whole_x"], cached["whole_of"]
+        contra, whole_contra = cached["contra"], cached["whole_contra"]
     else:
         rows: list[list[float]] = []
+        contras: list[float] = []
         owners: list[int] = []
         claimless_l: list[bool] = []
         started = time.perf_counter()
@@ -177,6 +190,7 @@ def featurise(items: Sequence[Item], labeller: OfflineGroundingLabeller, cache: 
                     continue
                 for candidates in next(feats):
                     rows.append(candidates[0].vector())  # one passage: one candidate group
+                    contras.append(contradiction_of(candidates[0]))
                     owners.append(start + k)
             if progress and (start // batch) % 10 == 0:
                 print(f"  featurised {start + len(chunk)}/{len(items)} ({time.perf_counter() - started:.0f} s)",
@@ -194,11 +208,14 @@ def featurise(items: Sequence[Item], labeller: OfflineGroundingLabeller, cache: 
         claimless = np.array(claimless_l, dtype=bool)
         whole_x = np.array([w[0][0].vector() for w in whole], dtype=np.float64).reshape(len(generic), len(FEATURES))
         whole_of = np.array(generic, dtype=np.int64)
+        contra = np.array(contras, dtype=np.float64)
+        whole_contra = np.array([contradiction_of(w[0][0]) for w in whole], dtype=np.float64)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            np.savez(path, x=x, item_of=item_of, claimless=claimless, whole_x=whole_x, whole_of=whole_of)
+            np.savez(path, x=x, item_of=item_of, claimless=claimless, whole_x=whole_x, whole_of=whole_of,
+                     contra=contra, whole_contra=whole_contra)
     return Pool(list(items), x, item_of, np.array([it.label for it in items]),
-                np.array([it.source for it in items]), claimless, whole_x, whole_of)
+                np.array([it.source for it in items]), claimless, whole_x, whole_of, contra, whole_contra)
 
 
 def synthetic_pool(hotpot: Path, labeller: OfflineGroundingLabeller, cache: Path | None, key: str,
@@ -224,15 +241,17 @@ def synthetic_pool(hotpot: Path, labeller: OfflineGroundingLabeller, cache: Path
             path.parent.mkdir(parents=True, exist_ok=True)
             np.savez(path, x=x)
     items = [Item(c, (), int(label), source=SYNTHETIC, fine_label=kind) for c, _, label, kind in rows]
+    # never held out, so never ranked: their contradiction is not needed
     return Pool(items, x, np.arange(len(rows)), np.array([it.label for it in items]),
                 np.array([SYNTHETIC] * len(items)), np.zeros(len(items), dtype=bool),
-                np.zeros((0, x.shape[1])), np.zeros(0, dtype=np.int64))
+                np.zeros((0, x.shape[1])), np.zeros(0, dtype=np.int64), np.zeros(len(rows)), np.zeros(0))
 
 
 def join(a: Pool, b: Pool) -> Pool:
     return Pool(a.items + b.items, np.vstack([a.x, b.x]), np.r_[a.item_of, b.item_of + len(a.items)],
                 np.r_[a.labels, b.labels], np.r_[a.sources, b.sources], np.r_[a.claimless, b.claimless],
-                np.vstack([a.whole_x, b.whole_x]), np.r_[a.whole_of, b.whole_of + len(a.items)])
+                np.vstack([a.whole_x, b.whole_x]), np.r_[a.whole_of, b.whole_of + len(a.items)],
+                np.r_[a.contra, b.contra], np.r_[a.whole_contra, b.whole_contra])
 
 
 def training_pool(train_dir: Path, hotpot: Path, embedder: SentenceEmbedder, top_k: int,
@@ -280,6 +299,10 @@ class Candidate:
     #: how a generic (claim-less) answer ranks: "unscored" (last) or "whole_text" (its whole text
     #: judged as one claim by the same model; its verdict stays "no claim" either way)
     generic: str = "unscored"
+    #: c in the API's claim score, calibrated support × (1 − c · contradiction), ranked as the API
+    #: ranks (weakest claim). c = 0 ranks exactly as the raw weakest-claim score (calibration is
+    #: monotone), so 0 is how every candidate before offline-11 was compared.
+    contradiction_weight: float = 0.0
 
 
 def _fit_one(cand: Candidate, x: np.ndarray, y: np.ndarray, w: np.ndarray) -> Any:
@@ -354,6 +377,8 @@ def loso(cand: Candidate, pool: Pool, sources: Sequence[str] = TRAIN_SOURCES,
     ``fitted`` keeps the fold models, so candidates that differ only in how they rank generic
     answers share them."""
     oof = np.full(len(pool.items), np.nan)
+    row_raw = np.full(len(pool.x), np.nan)  # every held-out claim's raw score (for the API's ranking)
+    whole_raw = np.full(len(pool.whole_x), np.nan)
     per_set: dict[str, float | None] = {}
     fitted = {} if fitted is None else fitted
     for s in sources:
@@ -361,18 +386,45 @@ def loso(cand: Candidate, pool: Pool, sources: Sequence[str] = TRAIN_SOURCES,
         if not len(held):
             continue
         train = np.flatnonzero(pool.sources != s)
-        key = (replace(cand, name="", generic="unscored"), s)
+        key = (replace(cand, name="", generic="unscored", contradiction_weight=0.0), s)
         if key not in fitted:
             fitted[key] = fit_mil(cand, pool, train)
         model = fitted[key]
-        oof[held] = answer_scores(_raw(model, pool.x), pool, held)
+        raw = _raw(model, pool.x)
+        held_rows = pool.sources[pool.item_of] == s
+        row_raw[held_rows] = raw[held_rows]
+        oof[held] = answer_scores(raw, pool, held)
         if cand.generic == "whole_text":
             mine = pool.sources[pool.whole_of] == s
             if mine.any():
-                oof[pool.whole_of[mine]] = _raw(model, pool.whole_x[mine])
+                whole_raw[mine] = _raw(model, pool.whole_x[mine])
+                oof[pool.whole_of[mine]] = whole_raw[mine]
         per_set[s] = auroc(pool.labels[held], _finite(oof[held]))
+    ranked = oof
+    if cand.contradiction_weight:
+        ranked = api_scores(cand, pool, oof, row_raw, whole_raw)
+        per_set = {s: auroc(pool.labels[pool.sources == s], _finite(ranked[pool.sources == s])) for s in per_set}
     defined = [v for v in per_set.values() if v is not None]
-    return {"oof": oof, "auroc": per_set, "mean_auroc": float(np.mean(defined)) if defined else None}
+    return {"oof": oof, "ranked": ranked, "auroc": per_set, "mean_auroc": float(np.mean(defined)) if defined else None}
+
+
+def api_scores(cand: Candidate, pool: Pool, oof: np.ndarray, row_raw: np.ndarray, whole_raw: np.ndarray
+               ) -> np.ndarray:
+    """Held-out answer scores as the labeller's API computes them (``GroundingResult.score``): each
+    claim's calibrated support × (1 − c · contradiction), the weakest claim's per answer; a generic
+    answer's whole-text claim the same way; abstentions rank last. The calibration is the one the
+    artefact would ship (Platt on all folds' held-out scores), as the benchmark's folds use it."""
+    a, b, _, _ = heldout_decisions(oof, pool, [s for s in TRAIN_SOURCES if (pool.sources == s).any()])
+    c = cand.contradiction_weight
+    claim = np.where(np.isnan(row_raw), np.nan, 1 / (1 + np.exp(-(a * np.nan_to_num(row_raw) + b))))
+    claim = claim * (1 - c * pool.contra)
+    out = np.full(len(pool.items), np.inf)
+    np.minimum.at(out, pool.item_of, np.where(np.isnan(claim), np.inf, claim))
+    out = np.where(np.isfinite(out), out, -np.inf)
+    if cand.generic == "whole_text" and len(whole_raw):
+        whole = 1 / (1 + np.exp(-(a * np.nan_to_num(whole_raw) + b))) * (1 - c * pool.whole_contra)
+        out[pool.whole_of] = np.where(np.isnan(whole_raw), out[pool.whole_of], whole)
+    return np.where(np.isnan(oof), np.nan, out)
 
 
 def _finite(z: np.ndarray) -> np.ndarray:
@@ -511,7 +563,12 @@ def candidates(earlier: bool = False) -> list[Candidate]:
     # offline-9's model again, with generic answers judged as one claim (no refit of its own: the
     # same claims, the same MIL; only how a claim-less answer ranks differs)
     generic = replace(offline9, name=offline9.name + ", generic answers judged as one claim", generic="whole_text")
-    return [*out, generic] if earlier else [offline9, generic]
+    # offline-10's model ranked as the API ranks, with contradiction weighing c in support × (1 − c ·
+    # contradiction): c = 0 is the line above (the raw ranking); offline-10's API used c = 1. The same
+    # fold models serve every c; a small grid, a priori.
+    weighted = [replace(generic, name=generic.name + f", contradiction weight {c}", contradiction_weight=c)
+                for c in CONTRADICTION_WEIGHTS]
+    return [*out, generic, *weighted] if earlier else [offline9, generic, *weighted]
 
 
 def build(train_dir: Path, hotpot: Path, embedder: SentenceEmbedder, cache: Path | None = FIT_CACHE,
@@ -572,6 +629,7 @@ def build(train_dir: Path, hotpot: Path, embedder: SentenceEmbedder, cache: Path
         "calibration": {"a": round(a, 6), "b": round(b, 6)},
         "thresholds": {"support": thresholds["support"], "contradiction": 0.5, "review": thresholds["review"]},
         "generic_answers": cand.generic,
+        "contradiction_weight": cand.contradiction_weight,
         "idf": {"default": default, "stems": idf},
         "training_data": {
             "fitted_on": "../shared/data/grounding-train (grounding-dev never read)",
@@ -612,7 +670,7 @@ def fold_labeller_factory(train_dir: Path, embedder: SentenceEmbedder,
     base = {"format": ARTEFACT_FORMAT, "formula_version": FORMULA_VERSION, "features": list(FEATURES),
             "top_k": cand.top_k, "calibration": {"a": shipped.calibration[0], "b": shipped.calibration[1]},
             "thresholds": shipped.thresholds, "generic_answers": cand.generic,
-            "idf": {"default": default, "stems": idf}}
+            "contradiction_weight": shipped.contradiction_weight, "idf": {"default": default, "stems": idf}}
 
     def factory(source: str) -> GroundingLabeller:
         model = fit_mil(cand, pool, np.flatnonzero(pool.sources != source))

@@ -395,7 +395,7 @@ class OfflineGroundingLabeller:
         # A conflict overrides the model: on grounding-train's single-claim texts a claim flagged by
         # it is supported 4% (number), 6% (name) and 14% (negation) of the time against a 20% base
         # rate, yet the flags are too rare (148 negations in 11k) for the trees to give them weight.
-        contradiction = f.rest_coverage if f.conflict is not None else 0.0
+        contradiction = contradiction_of(f)
         name: ClaimVerdictName
         if contradiction >= self.thresholds.contradiction:
             name = "contradicted"
@@ -407,6 +407,7 @@ class OfflineGroundingLabeller:
         return ClaimVerdict(
             claim=claim, verdict=name, support=round(support, 6), contradiction=round(contradiction, 6),
             passage_index=idx, passage_id=passages[idx].id if idx is not None and idx < len(passages) else None,
+            contradiction_weight=self.model.contradiction_weight,
         )
 
     # -- public API ---------------------------------------------------------------------------
@@ -520,6 +521,12 @@ class OfflineGroundingLabeller:
             else:
                 out.append(no_claim_result(e.kind))
         return out
+
+
+def contradiction_of(f: ClaimFeatures) -> float:
+    """The contradiction rule's strength for a claim's features: how much of the rest of the claim the
+    conflicting aligned sentence covers (0 without a conflict). The fit uses the same."""
+    return f.rest_coverage if f.conflict is not None else 0.0
 
 
 def whole_text_claim(answer: str) -> str:

@@ -39,11 +39,15 @@ class ClaimVerdict:
     #: index into the passages of the best supporting (or contradicting) passage; None if none scored
     passage_index: int | None
     passage_id: str | None
+    #: how strongly contradiction lowers the ranking score (``entailment``): a labeller may fit it
+    #: (the offline one reads it from its artefact); 1 = a certain contradiction leaves no support
+    contradiction_weight: float = 1.0
 
     @property
     def entailment(self) -> float:
-        """support × (1 − contradiction): one score in [0, 1] for ranking claims (1 = grounded)."""
-        return self.support * (1.0 - self.contradiction)
+        """support × (1 − contradiction_weight · contradiction): one score in [0, 1] for ranking claims
+        (1 = grounded)."""
+        return self.support * (1.0 - self.contradiction_weight * self.contradiction)
 
 
 @dataclass(frozen=True)

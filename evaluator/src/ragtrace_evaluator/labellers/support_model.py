@@ -102,6 +102,9 @@ class SupportModel:
     judge_generic: bool = False
     #: how many aligned sentences form a claim's local evidence (chosen with the model)
     top_k: int = 3
+    #: c in a claim's ranking score support × (1 − c · contradiction), chosen with the model (artefact
+    #: ``"contradiction_weight"``; absent, as in offline-10's: 1)
+    contradiction_weight: float = 1.0
 
     def raw(self, x: np.ndarray) -> np.ndarray:
         if x.ndim != 2 or x.shape[1] != len(self.features):
@@ -122,7 +125,8 @@ class SupportModel:
         """What the labeller manifest records about the artefact."""
         return {"file": DEFAULT_ARTEFACT, "file_sha256": self.sha256, "model_kind": self.kind,
                 "features": list(self.features), "training_data": self.training_data,
-                "generic_answers": "whole_text" if self.judge_generic else "unscored"}
+                "generic_answers": "whole_text" if self.judge_generic else "unscored",
+                "contradiction_weight": self.contradiction_weight}
 
 
 def _trees(spec: dict[str, Any]) -> _Trees:
@@ -158,7 +162,16 @@ def parse_artefact(data: bytes) -> SupportModel:
         idf_default=float(spec["idf"]["default"]), idf={k: float(v) for k, v in spec["idf"]["stems"].items()},
         sha256=hashlib.sha256(data).hexdigest(), formula_version=str(spec["formula_version"]),
         training_data=spec.get("training_data", {}), cv=spec.get("cv", {}), kind=m["kind"],
-        top_k=int(spec.get("top_k", 3)), judge_generic=_generic_answers(spec))
+        top_k=int(spec.get("top_k", 3)), judge_generic=_generic_answers(spec),
+        contradiction_weight=_contradiction_weight(spec))
+
+
+def _contradiction_weight(spec: dict[str, Any]) -> float:
+    value = spec.get("contradiction_weight", 1.0)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+        raise ArtefactError(f"contradiction_weight {value!r} in the support-model artefact: expected a number in "
+                            "[0, 1]")
+    return float(value)
 
 
 def _generic_answers(spec: dict[str, Any]) -> bool:
