@@ -91,6 +91,43 @@ def test_lower_cased_text_splits_into_sentences() -> None:
     assert split_sentences("See e.g. the Tower. it is tall.") == ["See e.g. the Tower. it is tall."]
 
 
+def test_a_detached_mark_before_a_lower_case_word_ends_a_sentence() -> None:
+    # Tokenised dialogue turns (grounding-train, faithdial_audit, from Wizard of Wikipedia) write the mark
+    # apart from its word and go on in lower case; the closing question used to swallow the statement,
+    # so the turn was called generic. faithdial_audit_dev.jsonl, CTRL_ctrl_processed_wow_118:
+    turn = ("they are a genus of predominantly spring perennial plants in the Amaryllidaceae ( amaryllis ) "
+            "family . what is your favorite plant ?")
+    assert split_sentences(turn) == [
+        "they are a genus of predominantly spring perennial plants in the Amaryllidaceae ( amaryllis ) family .",
+        "what is your favorite plant ?"]
+    assert extract_claims(turn).claims == (split_sentences(turn)[0],)
+    # faithdial_audit_test.jsonl, GPT2_gpt2_processed_wow_94: after " ! "
+    turn = "Oh ... you are right , yes I 'm currently watching NFL on Fox ! lol Do you watch the NFL on Fox ?"
+    assert extract_claims(turn).claims == ("Oh ... you are right , yes I 'm currently watching NFL on Fox !",)
+    # faithdial_audit_dev.jsonl, doha_processed_wow_17: two statements, two claims
+    assert extract_claims("yeah and they can get old very quickly . husky was actually word referring to Arctic "
+                          "people in general").claims == (
+        "yeah and they can get old very quickly .", "husky was actually word referring to Arctic people in general")
+    # faithdial_audit_dev.jsonl, doha_processed_topical_55: after " ? " as well
+    assert extract_claims("Do you like football ? it's a team sport, i hate it").claims == (
+        "it's a team sport, i hate it",)
+
+
+def test_a_detached_mark_keeps_abbreviations_ellipses_and_attached_marks_whole() -> None:
+    # FIB's CNN/DM text (grounding-train fib_dev.jsonl, cnn_dm_a396e698..._pos41): the tokeniser detached
+    # the last dot of "p.m."; that ends no sentence
+    assert split_sentences("the outage began around 10 p.m. paris time ( 4 p.m . et ) , and network teams were "
+                           "still working to restore service") == [
+        "the outage began around 10 p.m. paris time ( 4 p.m . et ) , and network teams were still working to "
+        "restore service"]
+    # bump_dev.jsonl, bump_t2_1783_ref: an ellipsis written apart goes on with the sentence
+    assert split_sentences("But the World Cup . . . special dispensation . . . if Clermont continue the way "
+                           "they are") == ["But the World Cup . . . special dispensation . . . if Clermont "
+                                           "continue the way they are"]
+    # an attached mark before a lower-case word still ends nothing in text with capitals
+    assert split_sentences("See e.g. the Tower. it is tall.") == ["See e.g. the Tower. it is tall."]
+
+
 @pytest.mark.parametrize("answer", ["Paris.", "In 1889.", "It is a comedy.", "he was a mathematician"])
 def test_a_one_word_answer_is_a_claim(answer: str) -> None:
     # RAG answers are often this short: they assert the answer, so their groundedness is defined

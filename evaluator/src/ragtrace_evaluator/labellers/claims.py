@@ -43,7 +43,11 @@ _ABBREVIATIONS = _wordlist(
     gov sen rep col lt sgt capt jan feb mar apr jun jul aug sep sept oct nov dec u.s u.k a.m p.m
     """
 )
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n\s*\n|\n(?=\s*[-*•]\s)")
+# A mark written apart from its word (" . ", " ? ", " ! ": tokenised text, as in Wizard-of-Wikipedia and
+# FaithDial turns) ends a sentence before a lower-case word too: "... family . what is your favorite plant ?"
+_DETACHED_END = r"(?<=\s[.!?])\s+(?=[\"'(\[]?[a-z])"
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|" + _DETACHED_END
+                           + r"|\n\s*\n|\n(?=\s*[-*•]\s)")
 # Lower-cased text (chat, speech transcripts) has no capital to start a sentence: there any letter may.
 _SENTENCE_END_LOWER = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[a-z0-9])|\n\s*\n|\n(?=\s*[-*•]\s)")
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
@@ -176,9 +180,17 @@ def split_sentences(text: str) -> list[str]:
     boundary = _SENTENCE_END if any(c.isupper() for c in text) else _SENTENCE_END_LOWER
     for match in boundary.finditer(text):
         candidate = text[start:match.start()].rstrip()
-        last = candidate.rsplit(None, 1)[-1] if candidate else ""
+        words = candidate.rsplit(None, 2) if candidate else [""]
+        last = words[-1]
         stem = last.rstrip(".").lower().lstrip("(\"'")
         if last.endswith(".") and (stem in _ABBREVIATIONS or re.fullmatch(r"[a-z](?:\.[a-z])*", stem)):
+            continue
+        # A tokeniser also detaches the last dot of a dotted abbreviation ("4 p.m . et", "peter m.f .
+        # mbithi", "all u.s . department": FIB's CNN/DM articles): that ends nothing either.
+        if last == "." and len(words) > 1 and re.fullmatch(r"[a-z](?:\.[a-z])+", words[-2].lower().lstrip("(\"'")):
+            continue
+        # and an ellipsis written apart (". . .") before a lower-case word goes on with the sentence
+        if last == "." and len(words) > 1 and words[-2] == "." and text[match.end():match.end() + 1].islower():
             continue
         pieces.append(candidate)
         start = match.end()
