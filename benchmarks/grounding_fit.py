@@ -22,10 +22,12 @@ negatives and carries half), so neither the largest set nor the 19% base rate de
 
 Choice by leave-one-set-out CV: every candidate (model kind, features) is fitted on seven sets and
 scored on the eighth, for each set in turn; the answer score is the weakest claim's (a generic, claim-less
-text: its whole text judged as one claim when the candidate says so, else it ranks last). The candidate with
-the best mean held-out AUROC is kept. Calibration: P(supported) = sigmoid(a·z + b), fitted on the
-held-out scores of all folds' texts with claims (class- and set-balanced, so the calibrated prior is
-1/2; a claim-less text is never "entailed", so it counts as not supported). Thresholds,
+text: its whole text judged as one claim when the candidate says so, else it ranks last), as the labeller's
+API ranks: each claim's calibrated support × (1 − c · contradiction), with c among the candidates (c = 0
+ranks as the raw score). The candidate with the best mean held-out AUROC is kept, c included.
+Calibration: P(supported) = sigmoid(a·z + b), fitted on the held-out scores of all folds' texts with
+claims (class- and set-balanced, so the calibrated prior is 1/2; a claim-less text is never "entailed",
+so it counts as not supported). Thresholds,
 from the same held-out scores: support = the one maximising the mean held-out balanced accuracy. The
 review threshold (REVIEW_CONFIDENCE, 0.7: the verdict is right with probability ≥ 0.7) and the
 contradiction threshold (0.5: the conflicting sentence covers at least half of the rest of the claim)

@@ -26,8 +26,10 @@ def test_protocol_and_manifest(offline) -> None:  # type: ignore[no-untyped-def]
     assert m["kind"] == "offline" and len(m["file_hash"]) == 64
     # the thresholds are the artefact's, chosen on the training sets (benchmarks/grounding_fit.py)
     assert m["thresholds"] == {k: offline.model.thresholds[k] for k in ("support", "contradiction", "review")}
-    assert m["formula_version"] == "offline-10"
+    assert m["formula_version"] == "offline-11"
     assert m["support_model"]["generic_answers"] == "whole_text"
+    # offline-11: contradiction lowers the ranking score by the weight chosen by leave-one-set-out CV
+    assert m["support_model"]["contradiction_weight"] == offline.model.contradiction_weight == 0.5
     assert m["training_data"]["fitted_on"].startswith("../shared/data/grounding-train")
 
 
@@ -282,3 +284,22 @@ def test_an_artefact_without_generic_answers_leaves_them_unscored(offline) -> No
     older = OfflineGroundingLabeller(embedder=offline.embedder, model=parse_artefact(json.dumps(spec).encode()))
     result = older.judge(ODETTE, [SWAN_LAKE])
     assert result.kind == "generic" and result.score is None and result.text_score is None
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.5, 1.0])
+def test_the_artefacts_contradiction_weight_sets_how_much_a_conflict_lowers_the_score(offline, weight) -> None:  # type: ignore[no-untyped-def]
+    import json
+    from importlib import resources
+
+    from ragtrace_evaluator.labellers.offline import OfflineGroundingLabeller
+    from ragtrace_evaluator.labellers.support_model import DEFAULT_ARTEFACT, parse_artefact
+
+    spec = json.loads(resources.files("ragtrace_evaluator.labellers").joinpath("models", DEFAULT_ARTEFACT).read_bytes())
+    model = parse_artefact(json.dumps(spec | {"contradiction_weight": weight}).encode())
+    labeller = OfflineGroundingLabeller(embedder=offline.embedder, model=model)
+    result = labeller.judge("The Eiffel Tower is 450 metres tall.", PASSAGES)
+    claim = result.claims[0]
+    # the verdict is the rule's whatever the weight; only the ranking score moves
+    assert result.verdict == "contradicted" and claim.contradiction >= 0.5 and claim.contradiction_weight == weight
+    assert result.score == pytest.approx(claim.support * (1 - weight * claim.contradiction))
+    assert labeller.manifest()["support_model"]["contradiction_weight"] == weight

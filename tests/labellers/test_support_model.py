@@ -35,9 +35,11 @@ def test_the_artefact_is_small_and_describes_its_training_data() -> None:
     assert model.sha256 == hashlib.sha256(data).hexdigest()
     assert model.features == FEATURES and model.formula_version == FORMULA_VERSION
     # offline-9: the leave-one-set-out comparison chose the model with the token-alignment columns;
-    # offline-10: the same model, judging a generic answer's whole text to rank it
+    # offline-10: the same model, judging a generic answer's whole text to rank it;
     assert "token alignment (all 6)" in model.cv["chosen"] and set(ALIGN_FEATURES) <= set(model.features)
     assert "generic answers judged as one claim" in model.cv["chosen"] and model.judge_generic
+    # offline-11: the contradiction multiplier's strength, chosen by the same comparison
+    assert model.cv["chosen"].endswith("contradiction weight 0.5") and model.contradiction_weight == 0.5
     assert "grounding-train" in model.training_data["fitted_on"]
     assert set(model.training_data["sets"]) >= {"factcheckgpt", "faithdial_audit", "summedits"}
     assert 0.0 < model.thresholds["support"] < 1.0 and 0.5 <= model.thresholds["review"] < 1.0
@@ -103,6 +105,12 @@ def test_a_bad_artefact_says_what_to_do(tmp_path) -> None:  # type: ignore[no-un
     # an artefact from before generic answers were judged (offline-9) still loads and leaves them unscored
     del spec["generic_answers"]
     assert parse_artefact(json.dumps(spec).encode()).judge_generic is False
+    for bad in (1.5, -0.1, "half", True):
+        with pytest.raises(ArtefactError, match=r"contradiction_weight .* expected a number in \[0, 1\]"):
+            parse_artefact(json.dumps(spec | {"contradiction_weight": bad}).encode())
+    # an artefact from before the weight was fitted (offline-10) multiplied by the full contradiction
+    spec.pop("contradiction_weight", None)
+    assert parse_artefact(json.dumps(spec).encode()).contradiction_weight == 1.0
 
 
 def test_exported_trees_score_as_the_fitted_model() -> None:

@@ -31,7 +31,8 @@ no NLI model is configured. Per claim (see :mod:`ragtrace_evaluator.labellers.cl
 
 An answer is ``contradicted`` if any claim is, ``entailed`` if all are, else ``neutral``;
 groundedness is the share of entailed claims; its ``score`` is the weakest claim's support ×
-(1 − contradiction), a calibrated probability that the whole answer is supported, and its
+(1 − w · contradiction), w the artefact's ``contradiction_weight`` (chosen with the model by
+leave-one-set-out CV; offline-11: 0.5), a probability that the whole answer is supported, and its
 ``confidence`` the probability that its verdict is right (score if entailed, else 1 − score).
 Abstentions and claim-less (generic) answers get ``groundedness=None``; a generic answer's whole
 text is still judged as one claim when the artefact says so (``generic_answers``), which gives it a
@@ -76,7 +77,7 @@ from ragtrace_evaluator.labellers.protocol import (
 )
 from ragtrace_evaluator.labellers.support_model import SupportModel, load_artefact, measured_record
 
-FORMULA_VERSION = "offline-10"
+FORMULA_VERSION = "offline-11"
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ Layout (``format`` = 1)::
      "calibration": {"a": a, "b": b},          # P = sigmoid(a * z + b), z = the model's raw score
      "thresholds": {"support": t, "contradiction": c, "review": r},
      "generic_answers": "whole_text" | "unscored",   # optional; see SupportModel.judge_generic
+     "contradiction_weight": w,                      # optional (1); see SupportModel.contradiction_weight
      "idf": {"default": d, "stems": {stem: idf}},
      "training_data": {...}, "cv": {...}}
 
