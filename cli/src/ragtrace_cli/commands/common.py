@@ -13,7 +13,6 @@ refuses a store whose schema is not up to date and says how to migrate it.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -28,6 +27,7 @@ from ragtrace_store import (
     is_server_url,
     open_store,
 )
+from ragtrace_store.clock import parse_duration
 
 STORE_HELP = ("a directory (embedded chDB) or http(s)://user:password@host:8123/database; "
               f"default $RAGTRACE_STORE or {default_store_path()}")
@@ -38,9 +38,8 @@ EXIT_STORE = 2
 #: the help of `--since` / `--until` (parsed by `ragtrace_store.clock.parse_time_bound`)
 TIME_HELP = "ISO time (naive = UTC) or an age before now: 15m, 6h, 2d (also written -1h)"
 
-#: flags whose value may be an age with a leading minus, and that form (`parse_duration`'s units)
+#: flags whose value may be an age with a leading minus (`parse_time_bound` accepts it)
 _AGE_FLAGS = ("--since", "--until")
-_MINUS_AGE = re.compile(r"-\d+(\.\d+)?(ms|s|m|h|d)?")
 
 #: commands that can go through a running `ragtrace serve` instead of opening its embedded store
 _SERVER_MODE = ("traces", "audit", "review", "reviewers")
@@ -108,13 +107,24 @@ def joined_ages(argv: Sequence[str]) -> list[str]:
     out: list[str] = []
     i = 0
     while i < len(argv):
-        if argv[i] in _AGE_FLAGS and i + 1 < len(argv) and _MINUS_AGE.fullmatch(argv[i + 1]):
+        if argv[i] in _AGE_FLAGS and i + 1 < len(argv) and _is_minus_age(argv[i + 1]):
             out.append(f"{argv[i]}={argv[i + 1]}")
             i += 2
         else:
             out.append(argv[i])
             i += 1
     return out
+
+
+def _is_minus_age(text: str) -> bool:
+    """An age written with a leading minus ("-1h"), in the units `parse_duration` reads."""
+    if not text.startswith("-"):
+        return False
+    try:
+        parse_duration(text[1:])
+    except ValueError:
+        return False
+    return True
 
 
 def tenant_arg(text: str) -> str:
