@@ -418,13 +418,16 @@ def api_scores(cand: Candidate, pool: Pool, oof: np.ndarray, row_raw: np.ndarray
     artefact would ship (Platt on all folds' held-out scores), as the benchmark's folds use it."""
     a, b, _, _ = heldout_decisions(oof, pool, [s for s in TRAIN_SOURCES if (pool.sources == s).any()])
     c = cand.contradiction_weight
-    claim = np.where(np.isnan(row_raw), np.nan, 1 / (1 + np.exp(-(a * np.nan_to_num(row_raw) + b))))
-    claim = claim * (1 - c * pool.contra)
+
+    def calibrated(z: np.ndarray) -> np.ndarray:
+        return 1 / (1 + np.exp(-(a * np.nan_to_num(z) + b)))
+
+    claim = np.where(np.isnan(row_raw), np.nan, calibrated(row_raw)) * (1 - c * pool.contra)
     out = np.full(len(pool.items), np.inf)
     np.minimum.at(out, pool.item_of, np.where(np.isnan(claim), np.inf, claim))
     out = np.where(np.isfinite(out), out, -np.inf)
     if cand.generic == "whole_text" and len(whole_raw):
-        whole = 1 / (1 + np.exp(-(a * np.nan_to_num(whole_raw) + b))) * (1 - c * pool.whole_contra)
+        whole = calibrated(whole_raw) * (1 - c * pool.whole_contra)
         out[pool.whole_of] = np.where(np.isnan(whole_raw), out[pool.whole_of], whole)
     return np.where(np.isnan(oof), np.nan, out)
 
