@@ -5,7 +5,8 @@ query over the store's per-trace tables (`queries`, `labels`).
 server-side parameters (``{name:Type}``), never in the SQL text; times bind as
 ``DateTime64(3, 'UTC')`` from aware UTC values, so a bound means the same instant whatever the
 process's or the server's time zone (clickhouse-connect would read a naive value bound to a
-zone-less type in the server's zone). A naive bound is taken to be UTC (`ragtrace_store.clock.as_utc`).
+zone-less type in the server's zone). A naive bound is taken to be UTC, and one beyond the range
+of stored times is moved to its end (`ragtrace_store.clock.store_bound`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ragtrace_store.clock import as_utc
+from ragtrace_store.clock import store_bound
 from ragtrace_store.records import DEFAULT_TENANT
 
 __all__ = ["PARAMETER_NAMES", "TraceFilter"]
@@ -44,9 +45,9 @@ class TraceFilter:
 
     def __post_init__(self) -> None:
         if self.since is not None:
-            object.__setattr__(self, "since", as_utc(self.since))
+            object.__setattr__(self, "since", store_bound(self.since))
         if self.until is not None:
-            object.__setattr__(self, "until", as_utc(self.until))
+            object.__setattr__(self, "until", store_bound(self.until))
         if self.trace_ids is not None:
             if isinstance(self.trace_ids, str):
                 raise TypeError("trace_ids: give a sequence of trace ids, not one string")
