@@ -199,7 +199,8 @@ def render_terminal(c: Comparison, report: dict[str, Any], *, max_ids: int = 20,
     from rich.console import Console
     from rich.table import Table
 
-    con = console or Console(width=None if sys.stdout.isatty() else 150, highlight=False)
+    # emoji=False: rich would print the `:fire:` of a query id, or the `:ok:` of `mode:ok`, as an emoji
+    con = console or Console(width=None if sys.stdout.isatty() else 150, highlight=False, emoji=False)
     pairing = report["pairing"]
     s = report["settings"]
     con.print(f"[bold]ragtrace compare[/bold]  baseline [cyan]{_esc(c.baseline.name)}[/cyan] → candidate "
