@@ -133,3 +133,28 @@ def test_reviewers_cli_through_the_server(store: Store, capsys: pytest.CaptureFi
         assert "answered 404" in capsys.readouterr().err
         assert reviewers_main(["list", "--server", url]) == 1  # no credential, no list
         assert "answered 401" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("body", "problem"), [
+    ({"per_mode": "20"}, "per_mode: Input should be a valid integer"),
+    ({"per_mode": 2.5}, "per_mode: Input should be a valid integer"),
+    ({"per_mode": True}, "per_mode: Input should be a valid integer"),  # not a count of 1
+    ({"reviewers": "2"}, "reviewers: Input should be a valid integer"),
+    ({"low_confidence": "high"}, "low_confidence: Input should be a valid number"),
+    ({"release": 5}, "release: Input should be a valid string"),
+    ({"description": None}, "description: Input should be a valid string"),
+    ({"labels": "labels.jsonl"}, "labels: Input should be a valid list"),
+])
+def test_api_enqueue_names_an_option_of_the_wrong_type(store: Store, tenant: str, live_url: str, seeded: Seeder,
+                                                       body: dict[str, Any], problem: str) -> None:
+    # before, "20" failed inside enqueue with "'<' not supported between instances of 'str' and 'int'",
+    # 2.5 with "slice indices must be integers", and true queued one trace per mode
+    seeded(["ok", "fabrication"])
+    _, token = auth.add_reviewer(store, "tia", tenant=tenant)
+    r = httpx.post(f"{live_url}/review/api/queues/typed/enqueue", json=body, timeout=60,
+                   headers={"authorization": f"Bearer {token}"})
+    assert r.status_code == 400 and r.json()["error"] == f"invalid enqueue options: {problem}"
+    assert list_items(store, tenant=tenant, queue="typed") == []
+    ok = httpx.post(f"{live_url}/review/api/queues/typed/enqueue", json={"per_mode": 1, "low_confidence": 1},
+                    timeout=60, headers={"authorization": f"Bearer {token}"})  # an int is a number
+    assert ok.status_code == 200 and sum(ok.json()["added"].values()) == 2

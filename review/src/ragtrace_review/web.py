@@ -27,6 +27,7 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader
+from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from ragtrace_review import auth, dashboard, traces_web
@@ -61,6 +62,22 @@ SECURITY_HEADERS = {
     "X-Frame-Options": "DENY",
     "Cache-Control": "no-store",
 }
+
+
+class EnqueueOptions(BaseModel):
+    """The options `POST /review/api/queues/Q/enqueue` accepts, with their JSON types checked (strict:
+    ``true`` is not a count, ``"20"`` not a number); `queues.enqueue` checks their ranges."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    labels: list[dict[str, Any]] | None = None
+    per_mode: int = 20
+    reviewers: int = 2
+    manifest_id: str | None = None
+    low_confidence: float = 0.6
+    release: str | None = None
+    service: str | None = None
+    description: str = ""
 
 
 class NotAuthenticated(Exception):
@@ -345,13 +362,17 @@ def mount(app: FastAPI, get_store: Callable[..., Store], settings: Any = None, *
             body = None
         if not isinstance(body, dict):
             return JSONResponse({"error": "body must be a JSON object of enqueue options"}, status_code=400)
-        allowed = {"labels", "per_mode", "reviewers", "manifest_id", "low_confidence", "release", "service",
-                   "description"}
-        unknown = sorted(set(body) - allowed)
+        allowed = sorted(EnqueueOptions.model_fields)
+        unknown = sorted(str(k) for k in set(body) - set(allowed))
         if unknown:
-            return JSONResponse({"error": f"unknown options {unknown}; allowed: {sorted(allowed)}"}, status_code=400)
+            return JSONResponse({"error": f"unknown options {unknown}; allowed: {allowed}"}, status_code=400)
         try:
-            res = await run_in_threadpool(lambda: enqueue(store, queue, tenant=session.reviewer.tenant, **body))
+            options = EnqueueOptions.model_validate(body).model_dump(exclude_unset=True)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+            return JSONResponse({"error": f"invalid enqueue options: {problems}"}, status_code=400)
+        try:
+            res = await run_in_threadpool(lambda: enqueue(store, queue, tenant=session.reviewer.tenant, **options))
         except (ReviewError, TypeError, ValueError) as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         return JSONResponse({"queue": res.queue, "tenant": res.tenant, "added": res.added,
