@@ -116,6 +116,25 @@ def test_terminal_output_prints_the_tripped_boundarys_movers(story_files: tuple[
     assert "Decomposition" in out and "Contingency cells" in out
 
 
+def test_mover_lines_keep_their_command_whole(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Real trace ids are 32 hex digits: a mover's line then names two and is wider than the console
+    (150 columns when stdout is not a terminal); its `ragtrace traces show` command stays on one line."""
+    base, cand = story_records()
+    for side, records in (("a", base), ("b", cand)):
+        for k, rec in enumerate(records):
+            rec["trace_id"] = f"{side}{k:031x}"
+    files = write_jsonl(tmp_path / "v1.jsonl", base), write_jsonl(tmp_path / "v2.jsonl", cand)
+    code = ragtrace_main(["compare", "--baseline", str(files[0]), "--candidate", str(files[1]),
+                          "--resamples", "200", "--max-ids", "3"])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 1
+    shown = [line for line in lines if "→ ragtrace traces show" in line]
+    assert shown
+    for line in shown:
+        candidate_id = line.split(" candidate ")[1].split()[0]
+        assert len(candidate_id) == 32 and line.rstrip().endswith(f"ragtrace traces show {candidate_id}"), line
+
+
 def test_seed_reproduces_the_report(story_files: tuple[Path, Path], tmp_path: Path) -> None:
     outs = []
     for i, seed in enumerate(("7", "7", "8")):

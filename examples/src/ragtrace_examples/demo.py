@@ -419,21 +419,26 @@ def print_summary(res: DemoResult, cfg: DemoConfig) -> None:
     else:
         con.print(f"No gate tripped (ragtrace compare exit code {res.compare_exit}).")
     if res.deciding_slice:
-        con.print(f"Deciding slice: {res.deciding_slice}")
+        con.print(f"Deciding slice: {res.deciding_slice}", markup=False)
     sources = res.audit.get("gold_sources") if isinstance(res.audit, dict) else None
     if isinstance(sources, dict) and sources:
         con.print("Gold from:     " + ", ".join(f"{k} {v}" for k, v in sorted(sources.items()))
                   + "  (evidence = corpus/evidence.jsonl spans resolved to each release's chunks)")
-    con.print(f"HTML report:   {res.report_html}")
-    con.print(f"Labels:        {', '.join(str(p) for p in res.labels.values())}")
-    con.print(f"Ground truth:  {res.faults}  (corpus in {res.out / 'corpus'})")
-    con.print(f"Review queue:  {res.review_url}  (queue '{REVIEW_QUEUE}')")
-    con.print(f"Web view:      {res.collector_url}/traces and {res.collector_url}/dashboard  (same login)")
-    con.print(f"Reviewer token: {res.reviewer_token}")
+    # Paths, URLs and commands are copied from here: printed as they are (a path is not rich markup)
+    # and never broken across lines, whatever the terminal's width; the terminal wraps them if it must.
+    def say(text: str) -> None:
+        con.print(text, markup=False, soft_wrap=True)
+
+    say(f"HTML report:   {res.report_html}")
+    say(f"Labels:        {', '.join(str(p) for p in res.labels.values())}")
+    say(f"Ground truth:  {res.faults}  (corpus in {res.out / 'corpus'})")
+    say(f"Review queue:  {res.review_url}  (queue '{REVIEW_QUEUE}')")
+    say(f"Web view:      {res.collector_url}/traces and {res.collector_url}/dashboard  (same login)")
+    say(f"Reviewer token: {res.reviewer_token}")
     con.print(f"Took {res.timings.get('total_s', 0):.0f}s.")
     if not cfg.keep_serving:
-        con.print(f"To click through the review queue: ragtrace serve --store {res.store} --port "
-                  f"{res.collector_url.rsplit(':', 1)[1]}   (or rerun with --keep-serving)")
+        say(f"To click through the review queue: ragtrace serve --store {res.store} --port "
+            f"{res.collector_url.rsplit(':', 1)[1]}   (or rerun with --keep-serving)")
 
 
 def _pct(x: float | None) -> str:

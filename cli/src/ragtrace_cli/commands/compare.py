@@ -362,7 +362,7 @@ def _surface_grounding(con: Any, report: dict[str, Any], max_ids: int) -> None:
         for qid, tb, ds, dg in list(zip(mv["query_ids"], mv["candidate_trace_ids"], mv["delta_surface"],
                                         mv["delta_grounding"], strict=True))[:max_ids]:
             show = f"ragtrace traces show {tb}" if tb else "(no trace id)"
-            con.print(f"    {_esc(qid)}  Δsurface {ds:+.3f}  Δgrounding {dg:+.3f}  → {_esc(show)}")
+            con.print(f"    {_esc(qid)}  Δsurface {ds:+.3f}  Δgrounding {dg:+.3f}  → {_esc(show)}", soft_wrap=True)
         if mv["n"] > max_ids:
             con.print(f"    … {mv['n'] - max_ids} more (all ids are in --json)")
 
@@ -391,7 +391,10 @@ def _list_ids(con: Any, mv: Mover, max_ids: int) -> None:
     for qid, ta, tb in list(zip(mv.query_ids, mv.baseline_trace_ids, mv.candidate_trace_ids,
                                 strict=True))[:max_ids]:
         show = f"ragtrace traces show {tb}" if tb else "(no trace id)"
-        con.print(f"    {_esc(qid)}  baseline {_esc(ta or '-')}  candidate {_esc(tb or '-')}  → {_esc(show)}")
+        # soft_wrap: a line with two full trace ids is longer than the console; broken, its command
+        # would not paste
+        con.print(f"    {_esc(qid)}  baseline {_esc(ta or '-')}  candidate {_esc(tb or '-')}  → {_esc(show)}",
+                  soft_wrap=True)
     if mv.n > max_ids:
         con.print(f"    … {mv.n - max_ids} more (all ids are in --json)")
 
