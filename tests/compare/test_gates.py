@@ -76,6 +76,12 @@ def test_include_defaults_keeps_the_stage_gates(files: tuple[Path, Path], tmp_pa
     ("[[gate]\n", "not valid TOML"),
     ("threshold = 3\n", "unknown top-level keys"),
     ('[[gate]]\nmetric = "abstention_rate"\nk = 2\n', "no better direction"),
+    # a quoted "false" is a string, which Python reads as true: it must be refused, not obeyed backwards
+    ('[[gate]]\nmetric = "pass_rate"\nfail_on_undefined = "false"\n',
+     "gate #1 (pass_rate): fail_on_undefined must be true or false (unquoted), got 'false'"),
+    ('include_defaults = "false"\n[[gate]]\nmetric = "pass_rate"\n',
+     "include_defaults must be true or false (unquoted), got 'false'"),
+    ('[[gate]]\nmetric = "pass_rate"\nboundary = 5\n', "gate #1 (pass_rate): boundary must be a string, got 5"),
 ])
 def test_bad_gate_files_are_usage_errors(files: tuple[Path, Path], tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str], toml: str, message: str) -> None:

@@ -190,6 +190,7 @@ def load_gates(path: str | Path, available: Iterable[str] | None = None) -> tupl
     k_default = data.get("k", DEFAULT_K)
     if not isinstance(k_default, int | float) or isinstance(k_default, bool):
         raise GateError(f"{p}: k must be a number, got {k_default!r}")
+    include_defaults = _flag(data, "include_defaults", p)
     raw = data.get("gate", [])
     if not isinstance(raw, list):
         raise GateError(f"{p}: gates are [[gate]] tables")
@@ -209,19 +210,31 @@ def load_gates(path: str | Path, available: Iterable[str] | None = None) -> tupl
         value = g.get(kinds[0]) if kinds else k_default
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise GateError(f"{where} ({metric}): {kinds[0] if kinds else 'k'} must be a number, got {value!r}")
+        boundary = g.get("boundary")
+        if boundary is not None and not isinstance(boundary, str):
+            raise GateError(f"{where} ({metric}): boundary must be a string, got {boundary!r}")
         direction = g.get("direction")
         if direction is None and kind != "se":
             direction = "higher" if kind == "floor" else "lower"
         specs.append(GateSpec(
             metric=metric, kind=kind, k=float(value) if kind == "se" else None,
-            bound=float(value) if kind != "se" else None, direction=direction, boundary=g.get("boundary"),
-            fail_on_undefined=bool(g.get("fail_on_undefined", False)), required=True,
+            bound=float(value) if kind != "se" else None, direction=direction, boundary=boundary,
+            fail_on_undefined=_flag(g, "fail_on_undefined", f"{where} ({metric})"), required=True,
         ))
-    if data.get("include_defaults", False):
+    if include_defaults:
         have = {s.metric for s in specs}
         defaults = default_gates(available or (), float(k_default))
         specs.extend(d for d in defaults if d.metric not in have)
     return tuple(specs)
+
+
+def _flag(table: dict[str, Any], key: str, where: object) -> bool:
+    """A true/false key of the gate file (default false). A TOML string is refused: Python reads
+    the string "false" as true, so it would turn on what it says to leave off."""
+    value = table.get(key, False)
+    if not isinstance(value, bool):
+        raise GateError(f"{where}: {key} must be true or false (unquoted), got {value!r}")
+    return value
 
 
 def _resolve(metric: str, run: BootstrapRun) -> str | None:
