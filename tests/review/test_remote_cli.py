@@ -158,3 +158,32 @@ def test_api_enqueue_names_an_option_of_the_wrong_type(store: Store, tenant: str
     ok = httpx.post(f"{live_url}/review/api/queues/typed/enqueue", json={"per_mode": 1, "low_confidence": 1},
                     timeout=60, headers={"authorization": f"Bearer {token}"})  # an int is a number
     assert ok.status_code == 200 and sum(ok.json()["added"].values()) == 2
+
+
+@pytest.mark.parametrize(("settings", "sent", "names"), [
+    # with tenant tokens the admin token does not open it; the answer says what does
+    ({"tokens": {"tenant-tok": "t-admin"}, "admin_token": "adm"}, "adm", "a tenant token of the server's --tokens"),
+    ({"admin_token": "adm"}, "wrong", "the server's RAGTRACE_ADMIN_TOKEN"),
+    ({"admin_token": "adm"}, None, "the server's RAGTRACE_ADMIN_TOKEN"),
+])
+def test_reviewer_admin_api_says_which_credential_opens_it(store: Store, settings: dict[str, Any],
+                                                           sent: str | None, names: str,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    # before, it answered "log in at /review/login", which no login there can satisfy
+    from fastapi import FastAPI
+
+    from ragtrace_cli.commands.review import reviewers_main
+    from ragtrace_review.web import mount
+    from tests.loopback import serving
+
+    app = FastAPI()
+    mount(app, lambda: store, SimpleNamespace(review_secret="s", **settings))
+    with serving(app) as url:
+        headers = {"authorization": f"Bearer {sent}"} if sent else {}
+        r = httpx.get(f"{url}/api/reviewers", headers=headers, timeout=30)
+        assert r.status_code == 401
+        error = r.json()["error"]
+        assert names in error and "/review/login" not in error
+        if sent:  # what `ragtrace reviewers --server` prints is the server's answer
+            assert reviewers_main(["list", "--server", url, "--token", sent]) == 1
+            assert names in capsys.readouterr().err

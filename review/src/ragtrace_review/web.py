@@ -84,6 +84,10 @@ class NotAuthenticated(Exception):
     pass
 
 
+class AdminUnauthenticated(Exception):
+    """`/api/reviewers` without one of its credentials (a reviewer's login does not open it)."""
+
+
 class CsrfRejected(Exception):
     pass
 
@@ -418,7 +422,7 @@ def mount(app: FastAPI, get_store: Callable[..., Store], settings: Any = None, *
             if scheme.lower() == "bearer" and hmac.compare_digest(known.encode(), sent.strip().encode()):
                 found = tenant
         if found is None:
-            raise NotAuthenticated()
+            raise AdminUnauthenticated()
         return found
 
     AdminDep = Annotated[str, Depends(admin_tenant)]
@@ -491,6 +495,15 @@ def mount(app: FastAPI, get_store: Callable[..., Store], settings: Any = None, *
                                       "(`ragtrace reviewers ... --store STORE` while the server is stopped)"},
                             status_code=403)
 
+    # which credential opens /api/reviewers depends on the server's configuration: say that one
+    admin_credential = ("a tenant token of the server's --tokens (RAGTRACE_ADMIN_TOKEN opens it only on a server "
+                        "without tenant tokens)" if tokens else "the server's RAGTRACE_ADMIN_TOKEN")
+
+    async def on_admin_unauthenticated(request: Request, exc: Exception) -> Response:
+        return JSONResponse({"error": f"/api/reviewers needs 'Authorization: Bearer TOKEN' with {admin_credential}; "
+                                      "a reviewer's token or login does not open it"},
+                            status_code=401, headers={"WWW-Authenticate": 'Bearer realm="ragtrace-admin"'})
+
     async def on_viewer(request: Request, exc: Exception) -> Response:
         return JSONResponse({"error": VIEWER_MESSAGE}, status_code=403)
 
@@ -498,4 +511,5 @@ def mount(app: FastAPI, get_store: Callable[..., Store], settings: Any = None, *
     app.add_exception_handler(CsrfRejected, on_csrf)
     app.add_exception_handler(BearerRequired, on_cookie_write)
     app.add_exception_handler(AdminClosed, on_admin_closed)
+    app.add_exception_handler(AdminUnauthenticated, on_admin_unauthenticated)
     return router
