@@ -137,6 +137,8 @@ def test_an_unusable_embedded_store_exits_2_in_every_command(tmp_path: Path) -> 
         for name, done in run_all(store_dir).items():
             assert done.returncode == 2, (name, done.stderr)
             assert "in use by another process" in done.stderr, (name, done.stderr)
+            # and only that: not the engine's own "Code: 76. DB::Exception: Cannot lock file" line first
+            assert "DB::Exception" not in done.stderr and "Cannot lock file" not in done.stderr, (name, done.stderr)
     finally:
         proc.terminate()
         proc.wait(60)

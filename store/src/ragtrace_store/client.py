@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -256,21 +257,61 @@ def open_store(store: str | os.PathLike[str] | None = None, *, migrate: bool = T
         if path.exists() and not path.is_dir():
             raise StoreError(f"--store {path} is a file; give a directory (embedded store) or a server URL")
         path.mkdir(parents=True, exist_ok=True)
-        try:
-            client = clickhouse_connect.get_client(interface="chdb", path=str(path), tz_mode="aware")
-        except Exception as exc:
-            if "lock" in str(exc).lower() or _locked_by_another_process(path):
-                raise StoreLockedError(
-                    f"the embedded store {path} is in use by another process (usually `ragtrace serve`). "
-                    "An embedded store allows one process at a time: run this command through the "
-                    "serving process (e.g. `ragtrace audit --server URL`), stop it first, or use a "
-                    "ClickHouse server URL for --store."
-                ) from exc
-            raise StoreError(f"cannot open the embedded store {path}: {exc}") from exc
+        failure: Exception | None = None
+        with _held_stderr() as held:
+            try:
+                client = clickhouse_connect.get_client(interface="chdb", path=str(path), tz_mode="aware")
+            except Exception as exc:
+                failure = exc
+        if failure is not None and ("lock" in str(failure).lower() or _locked_by_another_process(path)):
+            # the engine's own "Cannot lock file .../status" line is held back: this message says
+            # the same in words that say what to do
+            raise StoreLockedError(
+                f"the embedded store {path} is in use by another process (usually `ragtrace serve`). "
+                "An embedded store allows one process at a time: run this command through the "
+                "serving process (e.g. `ragtrace audit --server URL`), stop it first, or use a "
+                "ClickHouse server URL for --store."
+            ) from failure
+        held.release()  # anything else the engine wrote while it started reaches the user as before
+        if failure is not None:
+            raise StoreError(f"cannot open the embedded store {path}: {failure}") from failure
         st = Store(client, DEFAULT_DATABASE, location=str(path), embedded=True, variant=variant)
     if migrate:
         st.migrate()
     return st
+
+
+class _HeldStderr:
+    """What was written to file descriptor 2 while it was held; `release` writes it out."""
+
+    data = b""
+
+    def release(self) -> None:
+        if self.data:
+            os.write(2, self.data)
+
+
+@contextlib.contextmanager
+def _held_stderr() -> Iterator[_HeldStderr]:
+    """File descriptor 2 into a temporary file for the block. chDB's engine writes to it directly
+    (C++ ``std::cerr``, not Python's ``sys.stderr``) while it starts, e.g. "Code: 76. DB::Exception:
+    Cannot lock file .../status" before the open fails; after the block the caller decides whether
+    that reaches the user (`_HeldStderr.release`) or is replaced by a message of its own."""
+    import tempfile
+
+    held = _HeldStderr()
+    with tempfile.TemporaryFile() as spool:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.flush()  # what Python already buffered belongs before the hold
+        saved = os.dup(2)
+        os.dup2(spool.fileno(), 2)
+        try:
+            yield held
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            spool.seek(0)
+            held.data = spool.read()
 
 
 def _locked_by_another_process(path: Path) -> bool:
