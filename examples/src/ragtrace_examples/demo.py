@@ -101,6 +101,11 @@ class Collector:
     def start(self, timeout: float = 120.0) -> None:
         from ragtrace_cli.remote import RemoteClient, RemoteError
 
+        # Another server on the port would answer the readiness probe before the child fails to
+        # bind, and the demo would then write its traffic and labels to that server's store.
+        if self.port and not _port_free(self.port):
+            raise DemoError(f"port {self.port} is already in use on 127.0.0.1 (another `ragtrace serve`?): give "
+                            "another --port, or leave --port out for a free one")
         fh = open(self.log, "ab")  # noqa: SIM115 - the child keeps writing after this returns
         cmd = [sys.executable, "-m", "ragtrace_cli.main", "serve", "--store", str(self.store), "--port", str(self.port),
                "--log-level", "warning"]
@@ -138,6 +143,18 @@ def _tail(path: Path, n: int = 20) -> str:
         return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-n:])
     except OSError:
         return ""
+
+
+def _port_free(port: int) -> bool:
+    """Whether nothing listens on 127.0.0.1:``port`` (SO_REUSEADDR as uvicorn binds: connections of
+    an earlier server on the port still in TIME_WAIT do not count)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _free_port() -> int:
@@ -460,8 +477,15 @@ def demo_main(argv: list[str]) -> int:
     a = p.parse_args(argv)
     if a.docs < 10:
         p.error("--docs must be at least 10 (the comparison needs queries to pair)")
+    if not 0 <= a.port <= 65535:
+        p.error(f"--port must be in 1..65535 (or 0 for a free one), got {a.port}")
+    for flag, folder in (("--out", a.out), ("--store", a.store)):
+        if folder is not None and folder.exists() and not folder.is_dir():
+            p.error(f"{flag} {folder} is a file; give a directory (it is created when missing)")
     out = a.out or Path(tempfile.mkdtemp(prefix="ragtrace-demo-"))
     store = a.store if a.store is not None else out / "store"
+    if store.exists() and not store.is_dir():
+        p.error(f"{store} is a file; give another --out, or a --store directory")
     if store.exists() and any(store.iterdir()):
         p.error(f"{store} is not empty: the demo writes a fresh store; give a new --out or --store directory")
     cfg = DemoConfig(out=out, store=a.store, docs=a.docs, seed=a.seed, generator=a.generator, port=a.port,
