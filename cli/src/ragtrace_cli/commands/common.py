@@ -13,6 +13,7 @@ refuses a store whose schema is not up to date and says how to migrate it.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -125,6 +126,20 @@ def _is_minus_age(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+#: characters a terminal acts on instead of showing: C0 controls but tab and newline, DEL, C1
+#: controls, and the bidirectional overrides that reorder what is shown after them
+_TERMINAL_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` safe to write to a terminal. Trace content is untrusted (any service that can send
+    spans writes it), and an escape sequence in a query or passage would clear the screen, retitle
+    the window or hide what is printed after it: each such character is written as its escape
+    (``\\x1b``, ``\\u202e``), so it is seen instead of obeyed."""
+    return _TERMINAL_CONTROLS.sub(
+        lambda m: f"\\x{ord(m.group(0)):02x}" if ord(m.group(0)) < 0x100 else f"\\u{ord(m.group(0)):04x}", text)
 
 
 def tenant_arg(text: str) -> str:

@@ -14,7 +14,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ragtrace_cli.commands.common import tenant_arg
+from ragtrace_cli.commands.common import printable, tenant_arg
 from ragtrace_evaluator.compare.comparison import Comparison, compare
 from ragtrace_evaluator.compare.gates import load_gates
 from ragtrace_evaluator.compare.metric_info import DECOMP_PREFIX
@@ -222,7 +222,7 @@ def render_terminal(c: Comparison, report: dict[str, Any], *, max_ids: int = 20,
         t.add_column(col, justify="left" if col in ("metric", "boundary") else "right")
     for m in report["metrics"]:
         style = _style(m["delta"], m["ci"]["bca"], m["direction"])
-        t.add_row(m["metric"], m["boundary"] or "", str(m["n"]), _fmt(m["baseline"]), _fmt(m["candidate"]),
+        t.add_row(_esc(m["metric"]), m["boundary"] or "", str(m["n"]), _fmt(m["baseline"]), _fmt(m["candidate"]),
                   _delta(m["delta"]), _ci(m["ci"]["bca"]), _ci(m["ci"]["percentile"]), style=style)
     con.print(t)
 
@@ -371,7 +371,7 @@ def _movers_report(con: Any, c: Comparison, boundary: str | None, metric: str, r
                    max_ids: int) -> None:
     boundaries = [boundary] if boundary in {m.boundary for m in c.movers} else sorted(
         {m.boundary for m in c.movers})
-    con.print(f"\n[bold red]GATE TRIPPED[/bold red] {metric}: {_esc(reason)}")
+    con.print(f"\n[bold red]GATE TRIPPED[/bold red] {_esc(metric)}: {_esc(reason)}")
     for b in boundaries:
         for mv in c.movers:
             if mv.boundary != b:
@@ -427,10 +427,11 @@ def _ids(ids: tuple[str, ...], k: int) -> str:
 
 
 def _esc(text: str) -> str:
-    """Query ids and release names are untrusted: never let them be read as rich markup."""
+    """Query ids, release and metric names are untrusted: never let them be read as rich markup, nor
+    their control characters by the terminal (rich passes an escape sequence through)."""
     from rich.markup import escape
 
-    return escape(text)
+    return escape(printable(text))
 
 
 def compare_main(argv: list[str]) -> int:

@@ -22,6 +22,7 @@ from ragtrace_cli.commands.common import (
     TIME_HELP,
     joined_ages,
     open_reader,
+    printable,
     server_arg,
     tenant_arg,
 )
@@ -130,7 +131,7 @@ class _Output:
             if not self.shown:
                 print(_HEADER)
                 print("-" * len(_HEADER))
-            print(_row(obj))
+            print(printable(_row(obj)))
         self.shown += 1
 
     def footer(self, *, limit: int, count: TraceCount | None, next_command: str | None, include_all: bool,
@@ -255,7 +256,7 @@ def _fetch(server: str, path: str, params: dict[str, Any], token: str | None) ->
 def _short(text: str | None, width: int) -> str:
     if text is None:
         return "-"
-    text = " ".join(text.split())
+    text = printable(" ".join(text.split()))  # escaped before it is cut, so the columns line up
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -311,23 +312,27 @@ def _traces_show(argv: list[str]) -> int:
     if a.json:
         print(orjson.dumps(obj).decode())
         return 0
-    print(f"trace    {obj['trace_id']}   query id {obj['query_id'] or '-'}")
-    print(f"service  {obj['service']}   release {obj['release']}   at {obj.get('start_time')}")
-    print(f"query    {obj['query']}")
-    print(f"answer   {obj['answer'] if obj['answer'] is not None else '-'}")
-    print(f"gold     {', '.join(obj['gold_ids']) or '-'}")
+
+    def say(line: str) -> None:  # every field is the traced service's text
+        print(printable(line))
+
+    say(f"trace    {obj['trace_id']}   query id {obj['query_id'] or '-'}")
+    say(f"service  {obj['service']}   release {obj['release']}   at {obj.get('start_time')}")
+    say(f"query    {obj['query']}")
+    say(f"answer   {obj['answer'] if obj['answer'] is not None else '-'}")
+    say(f"gold     {', '.join(obj['gold_ids']) or '-'}")
     if obj.get("complete") is False:
-        print("INCOMPLETE: this trace lost attributes or a stage; the audit does not label it:")
+        say("INCOMPLETE: this trace lost attributes or a stage; the audit does not label it:")
         for reason in obj.get("incomplete_reasons") or ():
-            print(f"  - {reason}")
+            say(f"  - {reason}")
     titles = (("retrieved", "retrieved (candidate pool)"), ("reranked", "reranked"),
               ("context", "context supplied to the generator" + _context_note(obj)))
     for key, title in titles:
         docs = obj[key]
-        print(f"\n== {title}: {len(docs)}")
+        say(f"\n== {title}: {len(docs)}")
         for d in docs:
             score = "-" if d["score"] is None else f"{d['score']:.4f}"
-            print(f"  #{d['rank']:<3} {d['id']}  score {score}")
+            say(f"  #{d['rank']:<3} {d['id']}  score {score}")
             if d.get("content"):
-                print(textwrap.indent(textwrap.fill(d["content"], 100), "       "))
+                print(textwrap.indent(textwrap.fill(printable(d["content"]), 100), "       "))
     return 0
