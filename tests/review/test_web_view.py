@@ -415,7 +415,8 @@ def test_the_traces_page_over_http(client: TestClient, store: Store, tenant: str
         url = m.group(1).replace("&amp;", "&") if m else ""
     assert sorted(seen) == sorted(r["trace_id"] for r in listing) and len(seen) == len(set(seen))
     # bad input is a 400 with the reason, never a 500
-    for bad, reason in (("sort=size", "sort"), ("mode=boring", "failure mode"), ("since=yesterday", "--since"),
+    for bad, reason in (("sort=size", "sort"), ("mode=boring", "failure mode"),
+                        ("since=yesterday", "since &#39;yesterday&#39;: give an ISO time"),
                         ("limit=0", "limit"), ("cursor=%25%25", "cursor"), ("incomplete=maybe", "incomplete")):
         r = client.get(f"/traces?{bad}", headers=HTML)
         assert r.status_code == 400 and reason in r.text, bad

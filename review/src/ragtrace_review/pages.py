@@ -17,6 +17,7 @@ from urllib.parse import urlencode
 from fastapi.responses import HTMLResponse
 
 from ragtrace_review import auth
+from ragtrace_review.errors import ReviewError
 from ragtrace_store import Store, parse_time_bound
 
 TRACES = "/traces"
@@ -56,10 +57,23 @@ def blank(value: str | None) -> str | None:
     return value or None
 
 
-def time_bound(value: str | None, name: str) -> datetime | None:
-    """``since``/``until`` from a form: an ISO time (naive = UTC) or an age (``24h``, ``7d``)."""
-    value = blank(value)
-    return parse_time_bound(value, name) if value is not None else None
+def time_window(since: str | None, until: str | None) -> tuple[datetime | None, datetime | None]:
+    """``since`` and ``until`` from a form: each an ISO time (naive = UTC) or an age (``24h``, ``7d``).
+    A value that is neither, and a window that ends before it starts (an age is that long ago, so
+    since=1d&until=2d holds nothing), is a `ReviewError` saying what to change, as `ragtrace traces`
+    refuses them: a page that only said "no trace matches" would look like an answer."""
+    bounds: list[datetime | None] = []
+    for name, raw in (("since", since), ("until", until)):
+        value = blank(raw)
+        try:
+            bounds.append(parse_time_bound(value, name) if value is not None else None)
+        except ValueError:
+            raise ReviewError(f"{name} {value!r}: give an ISO time (2026-01-31T12:00Z) or an age (24h, 7d)") from None
+    lo, hi = bounds
+    if lo is not None and hi is not None and lo >= hi:
+        raise ReviewError(f"since {lo:%Y-%m-%d %H:%M:%S} UTC is not before until {hi:%Y-%m-%d %H:%M:%S} UTC: no trace "
+                          "can match; swap them (an age such as 2d means that long ago)")
+    return lo, hi
 
 
 def quote(part: str) -> str:

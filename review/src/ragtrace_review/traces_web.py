@@ -16,7 +16,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from ragtrace_review import auth
 from ragtrace_review.errors import ReviewError
-from ragtrace_review.pages import TRACES, Pages, blank, quote, time_bound, url
+from ragtrace_review.pages import TRACES, Pages, blank, quote, time_window, url
 from ragtrace_review.queues import add_trace, latest_manifest, queue_names, reviewers_per_item
 from ragtrace_review.trace_list import (
     TraceListQuery,
@@ -59,9 +59,10 @@ def mount(app: FastAPI, pages: Pages) -> None:
             limit = raw["limit"] or "50"
             if not limit.isdigit():
                 raise ReviewError(f"limit {limit!r}: give a number of rows")
+            since, until = time_window(raw["since"], raw["until"])
             query = TraceListQuery(
                 tenant=tenant, release=raw["release"], service=raw["service"], route=raw["route"],
-                since=time_bound(raw["since"], "since"), until=time_bound(raw["until"], "until"),
+                since=since, until=until,
                 text=raw["q"], manifest_id=manifest, mode=raw["mode"], generation=raw["generation"],
                 gold_in_context=raw["gold_in_context"],
                 incomplete=None if raw["incomplete"] is None else raw["incomplete"] == "yes",
