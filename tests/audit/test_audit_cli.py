@@ -140,3 +140,21 @@ def test_labels_import_bad_references_name_the_line(store_dir: Path, tmp_path: P
     as_refs = _run("labels", "import", str(qrels), "--kind", "references", "--store", str(store_dir))
     assert as_refs.returncode == 2 and "line 1: not valid JSON" in as_refs.stderr
     assert "use --kind qrels" in as_refs.stderr
+
+
+def test_audit_through_the_server_of_an_empty_tenant_says_so(chdb_store: object,
+                                                             tmp_path_factory: pytest.TempPathFactory,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    # with --server the tenant is the token's, so an audit without filters names none: the message
+    # read "no stored trace matches ; nothing was labelled"
+    import uuid
+
+    from ragtrace_cli.commands.audit import audit_main
+    from tests.collector._server import running
+
+    with running(chdb_store, str(tmp_path_factory.mktemp("spool")),
+                 tokens={"empty-tok": f"empty-{uuid.uuid4().hex[:8]}"}) as (url, _app):
+        assert audit_main(["--server", url, "--token", "empty-tok", "--sample", "5", "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "no stored trace is in the token's tenant; nothing was labelled" in err
+    assert "matches ;" not in err

@@ -119,7 +119,8 @@ def audit_main(argv: list[str]) -> int:
         given = ", ".join(f"--{k} {v!r}" for k, v in (("tenant", args.tenant), ("service", args.service),
                           ("release", args.release), ("since", args.since), ("until", args.until))
                           if v is not None and not (k == "tenant" and args.server))
-        print(f"ragtrace audit: no stored trace matches {given}; nothing was labelled. `ragtrace traces` "
+        where = f"matches {given}" if given else "is in the token's tenant"  # --server without a filter
+        print(f"ragtrace audit: no stored trace {where}; nothing was labelled. `ragtrace traces` "
               "with the same filters lists what the store holds", file=sys.stderr)
     if args.json_path:
         text = json.dumps(report, indent=2, default=str)
