@@ -202,3 +202,19 @@ def test_a_long_listing_streams_in_bounded_store_reads(through: str, chdb_store:
     assert len(outs) == n  # every trace, one line each
     assert max(queries) <= n // 3, queries  # no read holds the listing
     assert outs[0] < last_query  # written while the store is still being read
+
+
+def test_cli_through_the_collector_reads_the_token_from_the_environment(
+        served: tuple[str, list[str]], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # as `ragtrace audit --server` and `ragtrace reviewers --server` do; before, it sent no token (401)
+    url, expected = served
+    monkeypatch.setenv("RAGTRACE_TOKEN", TOKEN)
+    assert traces_main(["--server", url, "--limit", "5", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert [orjson.loads(line)["trace_id"] for line in out.splitlines()] == expected[:5]
+    assert "--token" not in err  # the next page needs no --token either
+    assert traces_main(["show", expected[0], "--server", url, "--json"]) == 0
+    assert orjson.loads(capsys.readouterr().out)["trace_id"] == expected[0]
+    monkeypatch.setenv("RAGTRACE_TOKEN", "not-a-token")
+    assert traces_main(["--server", url]) == 1
+    assert "answered 401 (pass --token TOKEN or set $RAGTRACE_TOKEN)" in capsys.readouterr().err

@@ -17,10 +17,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ragtrace_cli.commands.common import EXIT_STORE, TIME_HELP, joined_ages, open_reader, server_arg, tenant_arg
+from ragtrace_cli.commands.common import (
+    ENV_TENANT_TOKEN,
+    EXIT_STORE,
+    TIME_HELP,
+    joined_ages,
+    open_reader,
+    server_arg,
+    tenant_arg,
+)
 from ragtrace_store import LabelError, LabelRecord, json_line_values, write_label_lines
-
-ENV_TOKEN = "RAGTRACE_TOKEN"
 
 
 def _audit_parser() -> argparse.ArgumentParser:
@@ -34,7 +40,7 @@ def _audit_parser() -> argparse.ArgumentParser:
                        "(default: $RAGTRACE_STORE or ~/.local/share/ragtrace/store)")
     where.add_argument("--server", type=server_arg, metavar="URL",
                        help="ask a running `ragtrace serve` at URL to run the audit")
-    p.add_argument("--token", default=None, help=f"bearer token for --server (default: ${ENV_TOKEN})")
+    p.add_argument("--token", default=None, help=f"bearer token for --server (default: ${ENV_TENANT_TOKEN})")
     p.add_argument("--tenant", default="default", type=tenant_arg,
                    help="tenant to audit (direct --store only; the server derives it from the token)")
     p.add_argument("--service")
@@ -93,7 +99,7 @@ def audit_main(argv: list[str]) -> int:
               "--server URL --token REVIEWER_TOKEN", file=sys.stderr)
         return 2
     if args.server:
-        code, report = _remote_audit(args.server, options, token=args.token or os.environ.get(ENV_TOKEN),
+        code, report = _remote_audit(args.server, options, token=args.token or os.environ.get(ENV_TENANT_TOKEN),
                                      want_records=bool(args.per_trace), timeout=args.timeout)
         if code:
             return code

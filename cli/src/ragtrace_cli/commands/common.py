@@ -36,6 +36,9 @@ STORE_HELP = ("a directory (embedded chDB) or http(s)://user:password@host:8123/
 #: exit status of every command whose store cannot be used
 EXIT_STORE = 2
 
+#: the tenant's collector token of `--server` (`traces`, `audit`, `reviewers`) when --token is not given
+ENV_TENANT_TOKEN = "RAGTRACE_TOKEN"
+
 #: the help of `--since` / `--until` (parsed by `ragtrace_store.clock.parse_time_bound`)
 TIME_HELP = "ISO time (naive = UTC) or an age before now: 15m, 6h, 2d (also written -1h)"
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
-from ragtrace_cli.commands.common import EXIT_STORE, open_reader, server_arg, tenant_arg
+from ragtrace_cli.commands.common import ENV_TENANT_TOKEN, EXIT_STORE, open_reader, server_arg, tenant_arg
 from ragtrace_review import auth
 from ragtrace_review.calibrate import agreement_report, export_gold, render_text, write_gold
 from ragtrace_review.errors import ReviewError
@@ -26,7 +26,6 @@ from ragtrace_store import DEFAULT_TENANT, LabelError, Store, StoreError, read_l
 
 ENV_TOKEN = "RAGTRACE_REVIEW_TOKEN"
 #: the collector's tenant token (as for `ragtrace audit --server`), for reviewer administration
-ENV_TENANT_TOKEN = "RAGTRACE_TOKEN"
 
 
 def _common(p: argparse.ArgumentParser, *, server: bool = False) -> None:

@@ -8,6 +8,7 @@ cannot be used (`ragtrace_cli.commands.common`).
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 import textwrap
@@ -17,6 +18,7 @@ from typing import Any
 import orjson
 
 from ragtrace_cli.commands.common import (
+    ENV_TENANT_TOKEN,
     EXIT_STORE,
     STORE_HELP,
     TIME_HELP,
@@ -205,7 +207,7 @@ def _remote_listing(a: argparse.Namespace, flt: TraceFilter,
             params[key] = val.isoformat() if isinstance(val, datetime) else val
     cursor, count = a.cursor, None
     try:
-        with RemoteClient(a.server, token=a.token, timeout=60) as remote:
+        with RemoteClient(a.server, token=_token(a), timeout=60, token_hint=_TOKEN_HINT) as remote:
             while out.shown < a.limit:
                 page = {**params, "limit": min(_PAGE, a.limit - out.shown)}
                 if cursor:
@@ -232,13 +234,21 @@ def _remote_listing(a: argparse.Namespace, flt: TraceFilter,
 _PAGE = 1000
 
 
+_TOKEN_HINT = f"pass --token TOKEN or set ${ENV_TENANT_TOKEN}"
+
+
+def _token(a: argparse.Namespace) -> str | None:
+    """The bearer token for --server: --token, else $RAGTRACE_TOKEN (as `audit` and `reviewers` read it)."""
+    return a.token or os.environ.get(ENV_TENANT_TOKEN) or None
+
+
 def _common_read_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", help=STORE_HELP)
     p.add_argument("--tenant", default=DEFAULT_TENANT, type=tenant_arg,
                    help="tenant to read (direct store access only)")
     p.add_argument("--server", type=server_arg, help="read through a running collector, e.g. http://127.0.0.1:4318 "
                                     "(needed while `ragtrace serve` owns an embedded store)")
-    p.add_argument("--token", help="bearer token for --server (selects the tenant)")
+    p.add_argument("--token", help=f"bearer token for --server (selects the tenant; default: ${ENV_TENANT_TOKEN})")
 
 
 def _fetch(server: str, path: str, params: dict[str, Any], token: str | None) -> Any:
@@ -246,7 +256,7 @@ def _fetch(server: str, path: str, params: dict[str, Any], token: str | None) ->
     from ragtrace_cli.remote import RemoteClient, RemoteError
 
     try:
-        with RemoteClient(server, token=token, timeout=60) as remote:
+        with RemoteClient(server, token=token, timeout=60, token_hint=_TOKEN_HINT) as remote:
             return remote.get(path, params)
     except RemoteError as exc:
         print(f"ragtrace traces: {exc}", file=sys.stderr)
@@ -294,7 +304,7 @@ def _traces_show(argv: list[str]) -> int:
     if not tid:
         p.error("give the trace id to show (the first column of `ragtrace traces`)")
     if a.server:
-        obj = _fetch(a.server, f"/api/traces/{tid}", {}, a.token)
+        obj = _fetch(a.server, f"/api/traces/{tid}", {}, _token(a))
         if obj is None:
             return 1
     else:
