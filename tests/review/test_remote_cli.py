@@ -187,3 +187,28 @@ def test_reviewer_admin_api_says_which_credential_opens_it(store: Store, setting
         if sent:  # what `ragtrace reviewers --server` prints is the server's answer
             assert reviewers_main(["list", "--server", url, "--token", sent]) == 1
             assert names in capsys.readouterr().err
+
+
+def test_reviewers_list_through_the_server_says_when_empty_and_refuses_all_tenants(
+        store: Store, tenant: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # before: an empty tenant printed nothing at all, and --all-tenants listed the token's tenant only
+    from fastapi import FastAPI
+
+    from ragtrace_cli.commands.review import reviewers_main
+    from ragtrace_review.web import mount
+    from tests.loopback import serving
+
+    app = FastAPI()
+    mount(app, lambda: store, SimpleNamespace(review_secret="s", tokens={"empty-tenant-tok": tenant}))
+    with serving(app) as url:
+        remote = ["--server", url, "--token", "empty-tenant-tok"]
+        assert reviewers_main(["list", *remote]) == 0
+        out, err = capsys.readouterr()
+        assert out == "" and "no reviewers; add one with `ragtrace reviewers add NAME`" in err
+        with pytest.raises(SystemExit) as exc:
+            reviewers_main(["list", "--all-tenants", *remote])
+        assert exc.value.code == 2 and "--all-tenants needs direct store access" in capsys.readouterr().err
+        auth.add_reviewer(store, "rae", tenant=tenant)
+        assert reviewers_main(["list", *remote]) == 0
+        out, err = capsys.readouterr()
+        assert "rae" in out and err == ""

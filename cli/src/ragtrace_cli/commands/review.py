@@ -83,6 +83,9 @@ def reviewers_main(argv: list[str], store: Store | None = None) -> int:
     if args.server:
         if args.store:
             parser.error("give --store or --server, not both")
+        if getattr(args, "all_tenants", False):  # else it would list the token's tenant as if it were all
+            parser.error("--all-tenants needs direct store access (--store); through --server a token "
+                         "manages its own tenant's reviewers only")
         return _remote_reviewers(args, args.token or os.environ.get(ENV_TENANT_TOKEN))
 
     def body(st: Store) -> int:
@@ -142,6 +145,8 @@ def _remote_reviewers(args: argparse.Namespace, token: str | None) -> int:
         for rv in [] if args.json else data:
             print(f"{rv['reviewer_id']}  {rv['tenant']:<12} {'disabled' if rv['disabled'] else 'active':<8}  "
                   f"{rv.get('role', 'reviewer'):<8}  {rv['name']}")
+        if not data and not args.json:  # as with --store: an empty listing says so
+            print("no reviewers; add one with `ragtrace reviewers add NAME`", file=sys.stderr)
     else:
         print(f"reviewer {data['name']} {'disabled' if data['disabled'] else 'enabled'}")
     return 0
