@@ -212,3 +212,14 @@ def test_reviewers_list_through_the_server_says_when_empty_and_refuses_all_tenan
         assert reviewers_main(["list", *remote]) == 0
         out, err = capsys.readouterr()
         assert "rae" in out and err == ""
+
+
+def test_review_status_through_the_server_says_when_there_are_no_queues(
+        store: Store, tenant: str, live_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # before: nothing at all was printed (with --store it says "no review queues in tenant ...")
+    _, token = auth.add_reviewer(store, "quinn", tenant=tenant)
+    assert review_main(["status", "--server", live_url, "--token", token]) == 0
+    out, err = capsys.readouterr()
+    assert out == "" and f"no review queues in tenant {tenant!r}" in err
+    assert review_main(["status", "--server", live_url, "--token", token, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []

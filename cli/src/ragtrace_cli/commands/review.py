@@ -194,6 +194,8 @@ def _remote(args: argparse.Namespace, token: str) -> int:
             who = ", ".join(f"{r['name']} {r['decided']}" for r in q["reviewers"]) or "nobody yet"
             print(f"{q['queue']}: {q['decisions']}/{q['target']} decisions, {q['complete']} of {q['items']} items "
                   f"complete, K={q['reviewers_per_item']}; {who}")
+        if not data["queues"] and not args.json:  # as with --store: an empty status says so
+            print(f"no review queues in tenant {data.get('tenant', '?')!r}", file=sys.stderr)
     else:
         write_gold(data["records"], data["qrels"], args.out)
         print(f"wrote {len(data['records'])} reviewed items to {args.out / 'reviews.jsonl'} and "
