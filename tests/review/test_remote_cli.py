@@ -41,6 +41,8 @@ def test_enqueue_status_agreement_export_through_the_server(
     assert "labeller (manifest m-test)" in capsys.readouterr().out
     out = tmp_path / "gold"
     assert review_main(["export", "--queue", "remote", "--out", str(out), "--to-store", *remote]) == 0
+    # what was stored is said, as with --store (before, --server said nothing of the store)
+    assert "; stored 6 gold rows" in capsys.readouterr().out
     assert len((out / "reviews.jsonl").read_text().splitlines()) == 3
     assert len((out / "qrels.txt").read_text().splitlines()) == 6
     n_gold = store.query_rows(f"SELECT count() FROM {store.table('gold')} FINAL WHERE tenant = {{t:String}} "

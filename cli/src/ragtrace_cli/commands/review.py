@@ -177,7 +177,8 @@ def _remote(args: argparse.Namespace, token: str) -> int:
             else:
                 data = remote.get(f"{base}/queues/{quote(args.queue, safe='')}/export")
                 if args.to_store:
-                    remote.post_json(f"{base}/queues/{quote(args.queue, safe='')}/gold")
+                    stored = remote.post_json(f"{base}/queues/{quote(args.queue, safe='')}/gold")
+                    data["stored"] = stored["stored"]
     except (RemoteError, LabelError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -198,8 +199,9 @@ def _remote(args: argparse.Namespace, token: str) -> int:
             print(f"no review queues in tenant {data.get('tenant', '?')!r}", file=sys.stderr)
     else:
         write_gold(data["records"], data["qrels"], args.out)
+        stored = f"; stored {data['stored']} gold rows" if args.to_store else ""  # as with --store
         print(f"wrote {len(data['records'])} reviewed items to {args.out / 'reviews.jsonl'} and "
-              f"{len(data['qrels'])} judgements to {args.out / 'qrels.txt'}")
+              f"{len(data['qrels'])} judgements to {args.out / 'qrels.txt'}{stored}")
     return 0
 
 
