@@ -118,3 +118,20 @@ def test_an_age_with_a_leading_minus_is_a_value_not_an_option() -> None:
     assert (args.since, args.until) == ("-1h", "-2.5m")
     with pytest.raises(SystemExit):  # without the join argparse refuses the documented form
         _audit_parser().parse_args(["--since", "-1h"])
+
+
+@pytest.mark.parametrize("server", [["--server", "http://127.0.0.1:9"], ["--server=http://127.0.0.1:9"]])
+def test_compare_says_it_has_no_server_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                            server: list[str]) -> None:
+    # `--server URL` (how traces, audit and review go through `ragtrace serve`) was taken as an
+    # abbreviation of --server-url, and compare then reported that the default store does not exist
+    assert compare_main(["--baseline", "v1", "--candidate", "v2", "--store", str(tmp_path), *server]) == 2
+    err = capsys.readouterr().err
+    assert "compare has no --server mode" in err and "--per-trace" in err and "there is no store" not in err
+
+
+def test_compare_takes_no_abbreviated_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("", encoding="utf-8")
+    assert compare_main(["--baseline", str(labels), "--candidate", str(labels), "--res", "100"]) == 2
+    assert "unrecognized arguments: --res 100" in capsys.readouterr().err

@@ -40,6 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ragtrace compare",
         description="Compare two releases paired over query ids: every stage metric and contingency cell "
                     "with paired bootstrap CIs, the e2e decomposition, the movers per boundary, and gates.",
+        # no prefixes: `--server URL`, the server mode of traces/audit/review, would be read as --server-url
+        allow_abbrev=False,
     )
     p.add_argument("--baseline", required=True, metavar="A",
                    help="a release in the store (its service.version) or a per-trace JSON Lines file")
@@ -434,8 +436,19 @@ def _esc(text: str) -> str:
     return escape(printable(text))
 
 
+#: what `--server` means to the other commands, and why compare has none
+_NO_SERVER_MODE = ("compare has no --server mode: it reads the labels of releases from --store, or per-trace "
+                   "files. While `ragtrace serve` owns an embedded store, write the files through it (`ragtrace "
+                   "audit --server URL --release R --per-trace R.jsonl`) and compare those. --server-url URL only "
+                   "links the HTML report's trace ids to that server")
+
+
 def compare_main(argv: list[str]) -> int:
     parser = build_parser()
+    if any(arg == "--server" or arg.startswith("--server=") for arg in argv):
+        parser.print_usage(sys.stderr)
+        print(f"ragtrace compare: error: {_NO_SERVER_MODE}", file=sys.stderr)
+        return 2
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on usage errors and 0 on --help
