@@ -151,7 +151,7 @@ def test_tenants_see_only_their_own_traces(client: TestClient, store: Store, ten
     assert _ids(listing) == [f"{tenant}-mine"] and "r-secret" not in listing and "secret" not in listing
     assert client.get(f"/traces/{other}-secret", headers=HTML).status_code == 404
     r = client.post(f"/traces/{other}-secret/queue", data={"csrf_token": csrf, "new_queue": "steal"})
-    assert r.status_code == 400 and "steal" not in queue_names(store, tenant=tenant)
+    assert r.status_code == 404 and "steal" not in queue_names(store, tenant=tenant)
     assert "steal" not in queue_names(store, tenant=other)
     dash = client.get("/dashboard", headers=HTML).text
     assert "r-mine" in dash and "r-secret" not in dash and "secret_metric" not in dash

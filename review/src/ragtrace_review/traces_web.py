@@ -24,7 +24,7 @@ from ragtrace_review.trace_list import (
     list_manifests,
     list_traces,
 )
-from ragtrace_review.trace_page import trace_page_view
+from ragtrace_review.trace_page import TracePageView, trace_page_view
 from ragtrace_store import FAILURE_MODES, GENERATION_VERDICTS, Store
 
 #: the query parameters of /traces, in the order links carry them
@@ -81,17 +81,24 @@ def mount(app: FastAPI, pages: Pages) -> None:
             trace_url=lambda t: trace_url(t, raw["manifest"]),
             modes=FAILURE_MODES, generations=GENERATION_VERDICTS)
 
+    def _find(store: Store, tenant: str, trace_id: str, manifest: str | None) -> TracePageView:
+        view = trace_page_view(store, tenant=tenant, trace_id=trace_id, manifest_id=manifest)
+        if not view.found and trace_id != trace_id.lower():
+            # OpenTelemetry ids are lower-case hex in the store; a pasted id may not be
+            view = trace_page_view(store, tenant=tenant, trace_id=trace_id.lower(), manifest_id=manifest)
+        return view
+
+    def _not_found(session: auth.Session, trace_id: str) -> Response:
+        return pages.error(session, 404, f"No trace {trace_id!r} in tenant {session.reviewer.tenant!r} (or its root "
+                                         "span has not arrived yet).")
+
     @app.get(TRACES + "/{trace_id}", include_in_schema=False)
     def trace_page(trace_id: str, session: SessionDep, store: StoreDep, manifest: str | None = None,
                    queued: str | None = None, already: str | None = None) -> Response:
         tenant = session.reviewer.tenant
-        view = trace_page_view(store, tenant=tenant, trace_id=trace_id, manifest_id=blank(manifest))
-        if not view.found and trace_id != trace_id.lower():
-            # OpenTelemetry ids are lower-case hex in the store; a pasted id may not be
-            view = trace_page_view(store, tenant=tenant, trace_id=trace_id.lower(), manifest_id=blank(manifest))
+        view = _find(store, tenant, trace_id, blank(manifest))
         if not view.found:
-            return pages.error(session, 404, f"No trace {trace_id!r} in tenant {tenant!r} (or its root span has "
-                                             "not arrived yet).")
+            return _not_found(session, trace_id)
         return pages.page("trace.html", session, page=view, queued=blank(queued), already=already == "1",
                           list_url=url(TRACES, {"manifest": blank(manifest)}),
                           manifest_url=lambda m: trace_url(view.trace_id, m))
@@ -104,7 +111,9 @@ def mount(app: FastAPI, pages: Pages) -> None:
         form = await request.form()
         name = str(form.get("new_queue") or "").strip() or str(form.get("queue") or "").strip()
         manifest = blank(str(form.get("manifest") or "")) or latest_manifest(store, reviewer.tenant)
-        view = trace_page_view(store, tenant=reviewer.tenant, trace_id=trace_id, manifest_id=manifest)
+        view = _find(store, reviewer.tenant, trace_id, manifest)
+        if not view.found:  # else it would be told to run the audit on a trace that is not there
+            return _not_found(session, trace_id)
         if view.label is None:
             return pages.error(session, 400, "This trace has no label under that manifest, so there is nothing "
                                              "to review yet: run `ragtrace audit` first.")
