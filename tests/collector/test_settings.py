@@ -37,6 +37,17 @@ def test_bad_arguments_raise_with_the_field_name() -> None:
         parse_duration("soon")
 
 
+@pytest.mark.parametrize("name", ["batch_interval", "shutdown_timeout", "header_timeout", "body_timeout",
+                                  "keep_alive_timeout"])
+def test_a_duration_that_is_not_positive_is_named_with_its_value(name: str) -> None:
+    # before: `--shutdown-timeout 0` was refused as "batch_interval and shutdown_timeout must be > 0 and
+    # audit_every >= 0 (seconds)", without saying which of them, or what it was
+    with pytest.raises(ValueError, match=rf"^{name} must be > 0 seconds, got 0\.0$"):
+        CollectorSettings(**{name: 0.0})
+    with pytest.raises(ValueError, match=r"^audit_every must be >= 0 seconds \(0 = no background audit\), got -1\.0$"):
+        CollectorSettings(audit_every=-1.0)
+
+
 @pytest.mark.parametrize("tokens", ["=t1", "a=t1,a=t2", "a=t1, =t2"])
 def test_a_token_list_that_cannot_be_read_stops_the_start_not_the_auth(tokens: str,
                                                                         caplog: pytest.LogCaptureFixture) -> None:

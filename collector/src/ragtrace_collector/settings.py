@@ -162,11 +162,13 @@ class CollectorSettings:
             raise ValueError(f"port must be in 1..65535 (or 0 for any free port), got {self.port}")
         if self.ingest_workers < 0:
             raise ValueError(f"ingest_workers must be >= 0, got {self.ingest_workers}")
-        if self.batch_interval <= 0 or self.shutdown_timeout <= 0 or self.audit_every < 0:
-            raise ValueError("batch_interval and shutdown_timeout must be > 0 and audit_every >= 0 (seconds)")
-        if min(self.header_timeout, self.body_timeout, self.keep_alive_timeout) <= 0:
-            raise ValueError("header_timeout, body_timeout and keep_alive_timeout must be > 0 (seconds), got "
-                             f"{self.header_timeout!r}, {self.body_timeout!r}, {self.keep_alive_timeout!r}")
+        # each duration by its own name and value: a message naming three of them left the reader to
+        # guess which one was refused
+        for name in ("batch_interval", "shutdown_timeout", "header_timeout", "body_timeout", "keep_alive_timeout"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)!r}")
+        if not self.audit_every >= 0:
+            raise ValueError(f"audit_every must be >= 0 seconds (0 = no background audit), got {self.audit_every!r}")
         if self.max_inflight_bytes < self.max_body_bytes:
             raise ValueError(f"max_inflight_bytes ({self.max_inflight_bytes}) must be >= max_body_bytes "
                              f"({self.max_body_bytes}), or the largest request could never be admitted: raise "
