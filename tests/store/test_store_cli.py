@@ -53,3 +53,16 @@ def test_a_server_that_refuses_is_reported_once_in_our_words() -> None:
     assert f"ragtrace store: cannot reach the ClickHouse server at 127.0.0.1:{port}" in out.stderr
     # the driver's own warning used to reach stderr too, through logging's last-resort handler
     assert "Unexpected Http Driver Exception" not in out.stderr
+
+
+def test_the_clustered_schema_on_an_embedded_store_says_it_needs_a_server(tmp_path: Path) -> None:
+    # before: "failed: the clustered schema needs a cluster name" although --cluster was given (an
+    # embedded store dropped it), after creating the directory; serve --cluster said the same
+    store_dir = tmp_path / "embedded"
+    done = _run("migrate", "--variant", "cluster", "--cluster", "c1", "--store", str(store_dir))
+    assert done.returncode == 2, done.stderr
+    assert "is an embedded store, one node" in done.stderr and "needs a ClickHouse server URL" in done.stderr
+    assert "needs a cluster name" not in done.stderr and not store_dir.exists()
+    serve = subprocess.run([RAGTRACE, "serve", "--store", str(store_dir), "--port", "0", "--cluster", "c1"],
+                           capture_output=True, text=True, timeout=120)
+    assert serve.returncode == 2 and "is an embedded store, one node" in serve.stderr, serve.stderr

@@ -254,6 +254,12 @@ def open_store(store: str | os.PathLike[str] | None = None, *, migrate: bool = T
         st = Store(client, database, location=_redacted(location), embedded=False, variant=variant, cluster=cluster)
     else:
         path = Path(location).expanduser()
+        if variant == "cluster":
+            # an embedded engine is one node: it has no cluster to name (the cluster name would be
+            # dropped here and the migration refuse the schema for lacking one)
+            raise StoreError(f"--store {path} is an embedded store, one node: the clustered schema (--variant "
+                             "cluster, serve --cluster) needs a ClickHouse server URL http(s)://user:password@"
+                             "host:8123/database; drop the cluster option for an embedded store")
         if path.exists() and not path.is_dir():
             raise StoreError(f"--store {path} is a file; give a directory (embedded store) or a server URL")
         path.mkdir(parents=True, exist_ok=True)
