@@ -66,3 +66,9 @@ def test_the_clustered_schema_on_an_embedded_store_says_it_needs_a_server(tmp_pa
     serve = subprocess.run([RAGTRACE, "serve", "--store", str(store_dir), "--port", "0", "--cluster", "c1"],
                            capture_output=True, text=True, timeout=120)
     assert serve.returncode == 2 and "is an embedded store, one node" in serve.stderr, serve.stderr
+
+
+def test_a_cluster_name_without_the_cluster_variant_is_a_usage_error() -> None:
+    # before: `migrate --cluster prod --print` printed the single-node schema and ignored the name
+    done = _run("migrate", "--cluster", "prod", "--print")
+    assert done.returncode == 2 and "add --variant cluster" in done.stderr and done.stdout == ""

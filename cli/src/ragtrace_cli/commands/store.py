@@ -30,6 +30,9 @@ def store_main(argv: list[str]) -> int:
         sp.add_argument("--variant", choices=["single", "cluster"], default="single")
         sp.add_argument("--cluster", help="cluster name for --variant cluster")
     a = p.parse_args(argv)
+    if a.cluster and a.variant == "single":  # else the single-node schema is used and the name dropped unsaid
+        p.error(f"--cluster {a.cluster} names the cluster of --variant cluster; add --variant cluster (or drop "
+                "--cluster for a single node)")
     if a.action == "migrate":
         if a.variant == "cluster" and not a.cluster:
             p.error("--variant cluster needs --cluster NAME")
