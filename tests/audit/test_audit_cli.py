@@ -158,3 +158,19 @@ def test_audit_through_the_server_of_an_empty_tenant_says_so(chdb_store: object,
     err = capsys.readouterr().err
     assert "no stored trace is in the token's tenant; nothing was labelled" in err
     assert "matches ;" not in err
+
+
+@pytest.mark.parametrize(("flags", "problem"), [
+    (["--reviewers", "99"], "reviewers (K per item) must be between 1 and 50, got 99"),
+    (["--per-mode", "0"], "per_mode must be >= 1, got 0"),
+    (["--queue", "weekly/2"], "invalid queue name 'weekly/2'"),
+])
+def test_queue_options_that_no_queue_takes_are_refused_before_the_audit(store_dir: Path, tmp_path: Path,
+                                                                        flags: list[str], problem: str) -> None:
+    # before, the whole audit ran (labels written, per-trace file and all) and only then was the
+    # queue refused
+    per_trace = tmp_path / "labels.jsonl"
+    proc = _run("audit", "--store", str(store_dir), "--labeller", LABELLER, "--quiet", "--no-resume",
+                "--per-trace", str(per_trace), "--queue", "weekly", *flags)
+    assert proc.returncode == 2 and f"ragtrace audit: --queue: {problem}" in proc.stderr, proc.stderr
+    assert not per_trace.exists()

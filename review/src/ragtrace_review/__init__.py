@@ -6,6 +6,6 @@ the CLI and the audit do not load FastAPI.
 """
 
 from ragtrace_review.errors import ReviewError
-from ragtrace_review.queues import EnqueueResult, enqueue
+from ragtrace_review.queues import EnqueueResult, check_enqueue_options, enqueue
 
-__all__ = ["EnqueueResult", "ReviewError", "enqueue"]
+__all__ = ["EnqueueResult", "ReviewError", "check_enqueue_options", "enqueue"]

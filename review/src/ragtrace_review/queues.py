@@ -180,6 +180,18 @@ def _queue_row(store: Store, tenant: str, queue: str) -> tuple[int, str] | None:
     return (int(rows[0][0]), str(rows[0][1])) if rows else None
 
 
+def check_enqueue_options(queue: str, per_mode: int = 20, reviewers: int = 2, low_confidence: float = 0.6) -> None:
+    """Raise `ReviewError` for options no `enqueue` accepts, whatever the store holds: what a caller
+    checks before work that would only end in this refusal (`ragtrace audit --queue`)."""
+    _validate_queue_name(queue)
+    if per_mode < 1:
+        raise ReviewError(f"per_mode must be >= 1, got {per_mode}")
+    if not 1 <= reviewers <= 50:
+        raise ReviewError(f"reviewers (K per item) must be between 1 and 50, got {reviewers}")
+    if not 0 <= low_confidence <= 1:  # above 1 it would flag every label, below 0 none
+        raise ReviewError(f"low_confidence is a labeller confidence in [0, 1], got {low_confidence}")
+
+
 def enqueue(
     store: Store,
     queue: str,
@@ -204,13 +216,7 @@ def enqueue(
     audit's selective labelling: what the labeller is not sure of goes to a human, all of it).
     Returns what was added, per stratum.
     """
-    _validate_queue_name(queue)
-    if per_mode < 1:
-        raise ReviewError(f"per_mode must be >= 1, got {per_mode}")
-    if not 1 <= reviewers <= 50:
-        raise ReviewError(f"reviewers (K per item) must be between 1 and 50, got {reviewers}")
-    if not 0 <= low_confidence <= 1:  # above 1 it would flag every label, below 0 none
-        raise ReviewError(f"low_confidence is a labeller confidence in [0, 1], got {low_confidence}")
+    check_enqueue_options(queue, per_mode, reviewers, low_confidence)
     existing_queue = _queue_row(store, tenant, queue)
     if existing_queue is not None and existing_queue[0] != reviewers:
         raise ReviewError(

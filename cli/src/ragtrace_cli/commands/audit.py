@@ -98,6 +98,14 @@ def audit_main(argv: list[str]) -> int:
               "audit's labels afterwards: ragtrace review enqueue --queue NAME --manifest MANIFEST_ID "
               "--server URL --token REVIEWER_TOKEN", file=sys.stderr)
         return 2
+    if args.queue is not None:  # refused before the (long) audit, not after it
+        from ragtrace_review import ReviewError, check_enqueue_options
+
+        try:
+            check_enqueue_options(args.queue, args.per_mode, args.reviewers)
+        except ReviewError as exc:
+            print(f"ragtrace audit: --queue: {exc}", file=sys.stderr)
+            return 2
     if args.server:
         code, report = _remote_audit(args.server, options, token=args.token or os.environ.get(ENV_TENANT_TOKEN),
                                      want_records=bool(args.per_trace), timeout=args.timeout)
