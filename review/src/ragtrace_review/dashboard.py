@@ -20,7 +20,7 @@ from markupsafe import Markup
 
 from ragtrace_review import auth
 from ragtrace_review.errors import ReviewError
-from ragtrace_review.pages import DASHBOARD, TRACES, Pages, blank, time_window, url
+from ragtrace_review.pages import DASHBOARD, TRACES, Pages, blank, check_manifest, time_window, url
 from ragtrace_review.series import BUCKETS, Bucket, Mean, Rate, Series, dashboard_series
 from ragtrace_review.svgplot import Line, Point, chart, nice_top
 from ragtrace_review.trace_list import filter_options, list_manifests, utc_iso
@@ -133,6 +133,7 @@ def mount(app: FastAPI, pages: Pages) -> None:
         since: datetime | None = None
         until: datetime | None = None
         try:
+            check_manifest(raw["manifest"], [m.manifest_id for m in manifests])
             since, until = time_window(raw["since"], raw["until"])
             series = dashboard_series(store, tenant=tenant, manifest_id=manifest, release=raw["release"],
                                       service=raw["service"], since=since, until=until,

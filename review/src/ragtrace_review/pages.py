@@ -7,7 +7,7 @@ same tenant and the same Content-Security-Policy, and no module repeats the auth
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -74,6 +74,15 @@ def time_window(since: str | None, until: str | None) -> tuple[datetime | None, 
         raise ReviewError(f"since {lo:%Y-%m-%d %H:%M:%S} UTC is not before until {hi:%Y-%m-%d %H:%M:%S} UTC: no trace "
                           "can match; swap them (an age such as 2d means that long ago)")
     return lo, hi
+
+
+def check_manifest(manifest: str | None, known: Sequence[str]) -> None:
+    """A `ReviewError` for a ``manifest`` parameter naming no manifest with labels in the tenant (a typo,
+    or one of another tenant): the page would list every trace as "not labelled", as if no audit had run."""
+    if manifest is None or manifest in known:
+        return
+    choices = f"the manifests with labels here: {', '.join(known)}" if known else "no manifest has labels yet"
+    raise ReviewError(f"manifest {manifest!r} has no labels in this tenant; {choices}")
 
 
 def quote(part: str) -> str:

@@ -16,7 +16,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from ragtrace_review import auth
 from ragtrace_review.errors import ReviewError
-from ragtrace_review.pages import TRACES, Pages, blank, quote, time_window, url
+from ragtrace_review.pages import TRACES, Pages, blank, check_manifest, quote, time_window, url
 from ragtrace_review.queues import add_trace, latest_manifest, queue_names, reviewers_per_item
 from ragtrace_review.trace_list import (
     TraceListQuery,
@@ -52,6 +52,7 @@ def mount(app: FastAPI, pages: Pages) -> None:
         order = raw["order"] or ("desc" if sort == "time" else "asc")
         error, page = None, None
         try:
+            check_manifest(raw["manifest"], [m.manifest_id for m in manifests])
             if order not in ("asc", "desc"):
                 raise ReviewError(f"order {order!r}: use asc or desc")
             if raw["incomplete"] not in (None, "yes", "no"):
