@@ -144,14 +144,11 @@ class _Output:
                 total = f" of {_total(count)}" if count else ""
                 print(f"ragtrace traces: {self.shown}{total} trace(s) listed (--limit {limit}); next page: "
                       f"{next_command}", file=sys.stderr)
+            elif not self.shown:  # an empty stdout, explained where the footer goes
+                print(f"ragtrace traces: {_nothing(continued, filters)}", file=sys.stderr)
             return
         if not self.shown:
-            if continued:
-                print("no more traces after this cursor")
-            elif filters:  # most often a mistyped release or service: say which filters matched nothing
-                print(f"no traces match {filters} ({_ARRIVAL}; drop a filter to see what the store holds)")
-            else:
-                print(f"no traces ({_ARRIVAL})")
+            print(_nothing(continued, filters))
             return
         what = "root(s)" if include_all else "trace(s)"
         if next_command:
@@ -164,6 +161,15 @@ class _Output:
         if count is not None and count.others and not include_all:
             print(f"{count.others} other trace(s) have no retrieval, rerank or generation under their root and are "
                   "not queries (`--all` lists them)")
+
+
+def _nothing(continued: bool, filters: str) -> str:
+    """What an empty listing says."""
+    if continued:
+        return "no more traces after this cursor"
+    if filters:  # most often a mistyped release or service: say which filters matched nothing
+        return f"no traces match {filters} ({_ARRIVAL}; drop a filter to see what the store holds)"
+    return f"no traces ({_ARRIVAL})"
 
 
 def _total(count: TraceCount | None) -> str:
