@@ -135,3 +135,18 @@ def test_compare_takes_no_abbreviated_flags(tmp_path: Path, capsys: pytest.Captu
     labels.write_text("", encoding="utf-8")
     assert compare_main(["--baseline", str(labels), "--candidate", str(labels), "--res", "100"]) == 2
     assert "unrecognized arguments: --res 100" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["traces"], ["traces", "show", "0af7651916cd43dd8448eb211c80319c"], ["audit"]])
+def test_a_tenant_given_with_server_is_refused_not_ignored(command: list[str],
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    # through a server the token selects the tenant; --tenant was silently dropped, so `traces --server
+    # URL --tenant teamB` listed the token's tenant (and its next-page command repeated --tenant teamB)
+    from ragtrace_cli.main import main
+
+    # no server listens on port 9: the flags are refused before any request
+    with pytest.raises(SystemExit) as exc:
+        main([*command, "--server", "http://127.0.0.1:9", "--tenant", "teamB"])
+    assert exc.value.code == 2
+    assert "--tenant teamB applies to direct store access (--store); through --server the token" in \
+        capsys.readouterr().err

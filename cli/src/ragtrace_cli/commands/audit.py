@@ -41,7 +41,7 @@ def _audit_parser() -> argparse.ArgumentParser:
     where.add_argument("--server", type=server_arg, metavar="URL",
                        help="ask a running `ragtrace serve` at URL to run the audit")
     p.add_argument("--token", default=None, help=f"bearer token for --server (default: ${ENV_TENANT_TOKEN})")
-    p.add_argument("--tenant", default="default", type=tenant_arg,
+    p.add_argument("--tenant", default=None, type=tenant_arg,
                    help="tenant to audit (direct --store only; the server derives it from the token)")
     p.add_argument("--service")
     p.add_argument("--release")
@@ -76,6 +76,10 @@ def _audit_parser() -> argparse.ArgumentParser:
 def audit_main(argv: list[str]) -> int:
     parser = _audit_parser()
     args = parser.parse_args(joined_ages(argv))
+    if args.server and args.tenant is not None:  # refused rather than dropped unsaid
+        parser.error(f"--tenant {args.tenant} applies to direct store access (--store); through --server the "
+                     f"token (--token or ${ENV_TENANT_TOKEN}) selects the tenant")
+    args.tenant = args.tenant or "default"
     if not args.timeout > 0:  # httpx would raise "Timeout value out of range" from the socket
         parser.error(f"--timeout must be > 0 seconds, got {args.timeout}")
     options: dict[str, Any] = {

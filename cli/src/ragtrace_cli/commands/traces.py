@@ -61,7 +61,7 @@ def traces_main(argv: list[str]) -> int:
                         "a retriever or LLM called outside a chain, an index being built)")
     p.add_argument("--json", action="store_true", help="one JSON object per trace (JSON Lines)")
     p.add_argument("--cursor", help="continue a listing after its last page (the cursor printed under that page)")
-    a = p.parse_args(joined_ages(argv))
+    a = _parse(p, joined_ages(argv))
     try:
         since, until = parse_time_bound(a.since, "since"), parse_time_bound(a.until, "until")
     except ValueError as exc:
@@ -248,10 +248,21 @@ def _token(a: argparse.Namespace) -> str | None:
     return a.token or os.environ.get(ENV_TENANT_TOKEN) or None
 
 
+def _parse(p: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """The arguments, with the tenant decided: --tenant for direct store access (default `default`);
+    through --server the token decides it, so a --tenant there is refused rather than dropped unsaid."""
+    a = p.parse_args(argv)
+    if a.server and a.tenant is not None:
+        p.error(f"--tenant {a.tenant} applies to direct store access (--store); through --server the token "
+                f"(--token or ${ENV_TENANT_TOKEN}) selects the tenant")
+    a.tenant = a.tenant or DEFAULT_TENANT
+    return a
+
+
 def _common_read_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", help=STORE_HELP)
-    p.add_argument("--tenant", default=DEFAULT_TENANT, type=tenant_arg,
-                   help="tenant to read (direct store access only)")
+    p.add_argument("--tenant", default=None, type=tenant_arg,
+                   help=f"tenant to read (direct store access only; default {DEFAULT_TENANT})")
     p.add_argument("--server", type=server_arg, help="read through a running collector, e.g. http://127.0.0.1:4318 "
                                     "(needed while `ragtrace serve` owns an embedded store)")
     p.add_argument("--token", help=f"bearer token for --server (selects the tenant; default: ${ENV_TENANT_TOKEN})")
@@ -305,7 +316,7 @@ def _traces_show(argv: list[str]) -> int:
     p.add_argument("trace_id")
     _common_read_args(p)
     p.add_argument("--json", action="store_true")
-    a = p.parse_args(argv)
+    a = _parse(p, argv)
     tid = a.trace_id.strip().lower()
     if not tid:
         p.error("give the trace id to show (the first column of `ragtrace traces`)")
