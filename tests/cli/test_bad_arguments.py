@@ -137,11 +137,13 @@ def test_compare_takes_no_abbreviated_flags(tmp_path: Path, capsys: pytest.Captu
     assert "unrecognized arguments: --res 100" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("command", [["traces"], ["traces", "show", "0af7651916cd43dd8448eb211c80319c"], ["audit"]])
+@pytest.mark.parametrize("command", [["traces"], ["traces", "show", "0af7651916cd43dd8448eb211c80319c"], ["audit"],
+                                     ["review", "status", "--token", "t"], ["reviewers", "list"]])
 def test_a_tenant_given_with_server_is_refused_not_ignored(command: list[str],
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     # through a server the token selects the tenant; --tenant was silently dropped, so `traces --server
-    # URL --tenant teamB` listed the token's tenant (and its next-page command repeated --tenant teamB)
+    # URL --tenant teamB` listed the token's tenant (and its next-page command repeated --tenant teamB),
+    # and `review status` / `reviewers list` showed the token's queues and reviewers
     from ragtrace_cli.main import main
 
     # no server listens on port 9: the flags are refused before any request

@@ -31,13 +31,23 @@ ENV_TOKEN = "RAGTRACE_REVIEW_TOKEN"
 def _common(p: argparse.ArgumentParser, *, server: bool = False) -> None:
     p.add_argument("--store", default=None,
                    help="store directory or http(s)://user:pw@host:8123/db (default: $RAGTRACE_STORE)")
-    p.add_argument("--tenant", default=DEFAULT_TENANT, type=tenant_arg, help="tenant (default: %(default)s)")
+    p.add_argument("--tenant", default=None, type=tenant_arg,
+                   help=f"tenant (direct store access only; default: {DEFAULT_TENANT})")
     if server:
         # An embedded store belongs to the `ragtrace serve` process that has it open; these
         # commands can go through that server instead, as a reviewer of the token's tenant.
         p.add_argument("--server", type=server_arg, metavar="URL", default=None,
                        help="go through a running `ragtrace serve` at URL instead of opening the store")
         p.add_argument("--token", default=None, help=f"reviewer token for --server (default: ${ENV_TOKEN})")
+
+
+def _tenant(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Decide ``args.tenant``: --tenant for direct store access (default `default`). Through --server the
+    token's tenant is used, so a --tenant there is refused rather than dropped unsaid."""
+    if args.server and args.tenant is not None:
+        parser.error(f"--tenant {args.tenant} applies to direct store access (--store); through --server the "
+                     "token selects the tenant")
+    args.tenant = args.tenant or DEFAULT_TENANT
 
 
 def _run(args: argparse.Namespace, store: Store | None, body: Callable[[Store], int], command: str) -> int:
@@ -80,6 +90,7 @@ def reviewers_main(argv: list[str], store: Store | None = None) -> int:
         sp.add_argument("--token", default=None,
                         help=f"the tenant's collector token for --server (default: ${ENV_TENANT_TOKEN})")
     args = parser.parse_args(argv)
+    _tenant(parser, args)
     if args.server:
         if args.store:
             parser.error("give --store or --server, not both")
@@ -236,6 +247,7 @@ def review_main(argv: list[str], store: Store | None = None) -> int:
                      help="also store the relevance judgements as gold (source 'review') for later audits")
     _common(exp, server=True)
     args = parser.parse_args(argv)
+    _tenant(parser, args)
 
     if args.action == "enqueue" and args.labels is not None and not args.labels.is_file():
         parser.error(f"--labels {args.labels}: no such file")
