@@ -25,7 +25,6 @@ from ragtrace_review.queues import enqueue, progress, queue_names
 from ragtrace_store import DEFAULT_TENANT, LabelError, Store, StoreError, read_label_lines
 
 ENV_TOKEN = "RAGTRACE_REVIEW_TOKEN"
-#: the collector's tenant token (as for `ragtrace audit --server`), for reviewer administration
 
 
 def _common(p: argparse.ArgumentParser, *, server: bool = False) -> None:
