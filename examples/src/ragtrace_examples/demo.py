@@ -35,11 +35,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragtrace_examples.corpus import Corpus, corpus_summary, generate_corpus
 from ragtrace_examples.faults import Fault, Release, baseline_release, candidate_release, check_labels, write_faults
 from ragtrace_store import FAILURE_MODES, LabelError, LabelRecord, read_label_lines, write_label_lines
+
+if TYPE_CHECKING:  # torch and transformers load only when the service starts
+    from ragtrace_examples.components import MiniLMEncoder
 
 __all__ = ["DemoConfig", "DemoError", "DemoResult", "demo_main", "run_demo"]
 
@@ -145,6 +148,17 @@ def _tail(path: Path, n: int = 20) -> str:
         return ""
 
 
+def reranker_encoder() -> MiniLMEncoder:
+    """The example service's MiniLM reranker, loaded without transformers' progress bar: the demo's
+    output is its steps and its summary (the service itself, a stand-in for the user's, keeps the
+    library's default)."""
+    from ragtrace_evaluator.labellers.hf_loading import quiet_loading
+    from ragtrace_examples.components import MiniLMEncoder
+
+    with quiet_loading():
+        return MiniLMEncoder()
+
+
 def _port_free(port: int) -> bool:
     """Whether nothing listens on 127.0.0.1:``port`` (SO_REUSEADDR as uvicorn binds: connections of
     an earlier server on the port still in TIME_WAIT do not count)."""
@@ -202,13 +216,12 @@ def record_releases(corpus: Corpus, releases: Sequence[Release], store: Path, fo
     The pipelines record no gold ids, as in the demo: gold comes from the labels the caller imports.
     """
     import ragtrace
-    from ragtrace_examples.components import MiniLMEncoder
     from ragtrace_examples.pipeline import RagPipeline
 
     collector = Collector(store, _free_port(), folder / "collector.log")
     collector.start()
     try:
-        encoder = MiniLMEncoder()
+        encoder = reranker_encoder()
         for rel in releases:
             ragtrace.configure(endpoint=collector.url, service=service, release=rel.name,
                                environment=environment, schedule_delay_ms=100)
@@ -313,9 +326,7 @@ def run_demo(cfg: DemoConfig) -> DemoResult:
     timings["start_collector_s"] = time.perf_counter() - t0
     try:
         say("[3/6] example RAG service: golden-question traffic for each release over HTTP")
-        from ragtrace_examples.components import MiniLMEncoder
-
-        encoder = MiniLMEncoder()  # shared by both releases: embeddings are cached by text
+        encoder = reranker_encoder()  # shared by both releases: embeddings are cached by text
         expected: dict[str, int] = {}
         for rel in releases:
             t = time.perf_counter()
