@@ -1,7 +1,8 @@
-"""`/traces` and `/dashboard` with a time window that cannot hold a trace, or a bound that is no time:
-a 400 page saying what to change, in the page's own words (since / until, not a command-line flag), as
-`ragtrace traces` refuses them. Before, since=1d&until=2d (ages: the window ends before it starts)
-answered 200 with "No trace matches these filters", which reads like an answer. The serve app's
+"""`/traces` and `/dashboard` with filters that cannot mean what they say: a 400 page saying what to
+change, in the page's own words (since / until, not a command-line flag), as `ragtrace traces` refuses
+them. Before, since=1d&until=2d (ages: the window ends before it starts) answered 200 with "No trace
+matches these filters", which reads like an answer; and a manifest id with no labels in the tenant (a
+typo, a manifest of another tenant) listed every trace as "not labelled", as if no audit had run. The
 review mount on loopback over the shared chDB store."""
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ Seeder = Callable[..., list[dict[str, Any]]]
 
 @pytest.fixture
 def site(store: Store, tenant: str, seeded: Seeder) -> Iterator[tuple[str, dict[str, str]]]:
-    seeded(["ok", "fabrication"])  # labelled traces, so neither page is empty for want of data
+    seeded(["ok", "fabrication"], manifest_id="m-real")  # labelled, so no page is empty for want of data
     _, token = auth.add_reviewer(store, "wyn", tenant=tenant)
     app = FastAPI()
-    mount(app, lambda: store, SimpleNamespace(review_secret="window-test"))
+    mount(app, lambda: store, SimpleNamespace(review_secret="filter-test"))
     with serving(app) as url:
         yield url, {"authorization": f"Bearer {token}", "accept": "text/html"}
 
@@ -61,3 +62,13 @@ def test_a_window_in_order_is_served(site: tuple[str, dict[str, str]], path: str
     url, headers = site
     r = httpx.get(f"{url}{path}", params={"since": "2d", "until": "0d"}, headers=headers, timeout=60)
     assert r.status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/traces", "/dashboard"])
+def test_an_unknown_manifest_is_refused_with_the_known_ones(site: tuple[str, dict[str, str]], path: str) -> None:
+    url, headers = site
+    r = httpx.get(f"{url}{path}", params={"manifest": "m-typo"}, headers=headers, timeout=60)
+    assert r.status_code == 400
+    assert "manifest 'm-typo' has no labels in this tenant; the manifests with labels here: m-real" in _error(r.text)
+    ok = httpx.get(f"{url}{path}", params={"manifest": "m-real"}, headers=headers, timeout=60)
+    assert ok.status_code == 200 and "has no labels in this tenant" not in _error(ok.text)
