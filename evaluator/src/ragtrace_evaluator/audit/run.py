@@ -195,8 +195,8 @@ def evidence_for(rec: Any, source: GoldSource | None, relevance: RelevanceLabell
         # Hash-only content cannot be judged: relevance stays unknown rather than guessed.
         return Evidence(pool, ranked_ids, ctx, None, GoldSource.NONE)
     # An imported reference answer goes to the labeller when the query has one: per question, the
-    # offline labeller's hit@5 tracks the answer's e2e F1 with rho +0.32 [+0.24, +0.39] given it
-    # and +0.03 [-0.06, +0.11] from the query alone (docs/relevance-correlation.md, 133 HotpotQA
+    # offline labeller's hit@5 tracks the answer's e2e F1 with rho +0.34 [+0.27, +0.40] given it
+    # and +0.04 [-0.03, +0.12] from the query alone (docs/relevance-correlation.md, 182 HotpotQA
     # questions), and eRAG then scores against the gold answer, as its paper does.
     try:
         scores = relevance.relevance(rec.query, _passages(with_text), reference=rec.reference or None)
