@@ -21,6 +21,7 @@ from ragtrace_cli.commands.common import (
     ENV_TENANT_TOKEN,
     EXIT_STORE,
     TIME_HELP,
+    decide_tenant,
     joined_ages,
     open_reader,
     server_arg,
@@ -76,10 +77,7 @@ def _audit_parser() -> argparse.ArgumentParser:
 def audit_main(argv: list[str]) -> int:
     parser = _audit_parser()
     args = parser.parse_args(joined_ages(argv))
-    if args.server and args.tenant is not None:  # refused rather than dropped unsaid
-        parser.error(f"--tenant {args.tenant} applies to direct store access (--store); through --server the "
-                     f"token (--token or ${ENV_TENANT_TOKEN}) selects the tenant")
-    args.tenant = args.tenant or "default"
+    decide_tenant(parser, args)
     if not args.timeout > 0:  # httpx would raise "Timeout value out of range" from the socket
         parser.error(f"--timeout must be > 0 seconds, got {args.timeout}")
     options: dict[str, Any] = {

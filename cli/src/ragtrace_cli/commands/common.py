@@ -145,6 +145,17 @@ def printable(text: str) -> str:
         lambda m: f"\\x{ord(m.group(0)):02x}" if ord(m.group(0)) < 0x100 else f"\\u{ord(m.group(0)):04x}", text)
 
 
+def decide_tenant(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                  token: str = f"--token or ${ENV_TENANT_TOKEN}") -> None:
+    """Set ``args.tenant`` (parsed with default None): --tenant for direct store access, else
+    `DEFAULT_TENANT`. Through --server the token (``token`` says where it comes from) selects the
+    tenant, so a --tenant there is a usage error rather than dropped unsaid."""
+    if args.server and args.tenant is not None:
+        parser.error(f"--tenant {args.tenant} applies to direct store access (--store); through --server the "
+                     f"token ({token}) selects the tenant")
+    args.tenant = args.tenant or DEFAULT_TENANT
+
+
 def tenant_arg(text: str) -> str:
     """The argparse type of every ``--tenant``: a blank one would write rows no token ever reads
     (the collector's tenants are never blank) and read none."""

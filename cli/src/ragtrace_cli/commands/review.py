@@ -17,7 +17,14 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
-from ragtrace_cli.commands.common import ENV_TENANT_TOKEN, EXIT_STORE, open_reader, server_arg, tenant_arg
+from ragtrace_cli.commands.common import (
+    ENV_TENANT_TOKEN,
+    EXIT_STORE,
+    decide_tenant,
+    open_reader,
+    server_arg,
+    tenant_arg,
+)
 from ragtrace_review import auth
 from ragtrace_review.calibrate import agreement_report, export_gold, render_text, write_gold
 from ragtrace_review.errors import ReviewError
@@ -38,15 +45,6 @@ def _common(p: argparse.ArgumentParser, *, server: bool = False) -> None:
         p.add_argument("--server", type=server_arg, metavar="URL", default=None,
                        help="go through a running `ragtrace serve` at URL instead of opening the store")
         p.add_argument("--token", default=None, help=f"reviewer token for --server (default: ${ENV_TOKEN})")
-
-
-def _tenant(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Decide ``args.tenant``: --tenant for direct store access (default `default`). Through --server the
-    token's tenant is used, so a --tenant there is refused rather than dropped unsaid."""
-    if args.server and args.tenant is not None:
-        parser.error(f"--tenant {args.tenant} applies to direct store access (--store); through --server the "
-                     "token selects the tenant")
-    args.tenant = args.tenant or DEFAULT_TENANT
 
 
 def _run(args: argparse.Namespace, store: Store | None, body: Callable[[Store], int], command: str) -> int:
@@ -89,7 +87,7 @@ def reviewers_main(argv: list[str], store: Store | None = None) -> int:
         sp.add_argument("--token", default=None,
                         help=f"the tenant's collector token for --server (default: ${ENV_TENANT_TOKEN})")
     args = parser.parse_args(argv)
-    _tenant(parser, args)
+    decide_tenant(parser, args)
     if args.server:
         if args.store:
             parser.error("give --store or --server, not both")
@@ -246,7 +244,7 @@ def review_main(argv: list[str], store: Store | None = None) -> int:
                      help="also store the relevance judgements as gold (source 'review') for later audits")
     _common(exp, server=True)
     args = parser.parse_args(argv)
-    _tenant(parser, args)
+    decide_tenant(parser, args, f"--token or ${ENV_TOKEN}")
 
     if args.action == "enqueue" and args.labels is not None and not args.labels.is_file():
         parser.error(f"--labels {args.labels}: no such file")

@@ -22,6 +22,7 @@ from ragtrace_cli.commands.common import (
     EXIT_STORE,
     STORE_HELP,
     TIME_HELP,
+    decide_tenant,
     joined_ages,
     open_reader,
     printable,
@@ -249,13 +250,8 @@ def _token(a: argparse.Namespace) -> str | None:
 
 
 def _parse(p: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
-    """The arguments, with the tenant decided: --tenant for direct store access (default `default`);
-    through --server the token decides it, so a --tenant there is refused rather than dropped unsaid."""
     a = p.parse_args(argv)
-    if a.server and a.tenant is not None:
-        p.error(f"--tenant {a.tenant} applies to direct store access (--store); through --server the token "
-                f"(--token or ${ENV_TENANT_TOKEN}) selects the tenant")
-    a.tenant = a.tenant or DEFAULT_TENANT
+    decide_tenant(p, a)
     return a
 
 
