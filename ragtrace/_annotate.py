@@ -21,6 +21,7 @@ from typing import Any
 
 from ragtrace import _runtime as rt
 from ragtrace import semconv as sc
+from ragtrace._explicit import gold_id_list
 from ragtrace._runtime import ANNOTATION, SpanRecord, log_once
 
 _HEX = frozenset(string.hexdigits)
@@ -73,7 +74,7 @@ def attach_gold(ids: Iterable[Any], *, trace_id: str | int | None = None,
     Without either, inside a traced query, they go on the current query's root span directly.
     """
     try:
-        gold = tuple(str(i) for i in ids)
+        gold = tuple(gold_id_list(ids))
         if trace_id is None and query_id is None and rt.current_root() is not None:
             root = rt.current_root()
             assert root is not None

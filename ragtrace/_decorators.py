@@ -33,6 +33,7 @@ from typing import Any, Final, TypeVar, cast, overload
 
 from ragtrace import _runtime as rt
 from ragtrace._documents import Adapter, capture
+from ragtrace._explicit import gold_id_list
 from ragtrace._runtime import GENERATOR, PIPELINE, RERANKER, RETRIEVER, SpanRecord, log_once
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -101,7 +102,7 @@ def _capture_call(rec: SpanRecord, opts: _Options, args: Sequence[Any], kwargs: 
             rec.query_id = query_id
         gold = kwargs.get("gold_ids")
         if gold is not None:
-            rec.gold_ids = list(gold)
+            rec.gold_ids = gold_id_list(gold)
     elif stage == RETRIEVER:
         query = kwargs.get("query")
         rec.input = query if query is not None else kwargs.get("question") or _first_str(args)

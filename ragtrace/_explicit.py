@@ -26,7 +26,13 @@ from ragtrace._documents import Adapter
 from ragtrace._runtime import GENERATOR, PIPELINE, RERANKER, RETRIEVER, SpanRecord, log_once
 
 
-def _ids(values: Iterable[Any]) -> list[str]:
+def gold_id_list(values: object) -> list[str]:
+    """Gold ids as strings. One id given alone (``"doc-9"``, ``17``) is one id: a string is not
+    read as the sequence of its characters."""
+    if isinstance(values, bytes):
+        return [values.decode("utf-8", "replace")]
+    if isinstance(values, str) or not isinstance(values, Iterable):
+        return [str(values)]
     return [str(v) for v in values]
 
 
@@ -60,7 +66,7 @@ class QueryTrace:
                     if self._query_id is not None:
                         rec.query_id = str(self._query_id)
                     if self._gold is not None:
-                        rec.gold_ids = _ids(self._gold)
+                        rec.gold_ids = gold_id_list(self._gold)
                 except Exception:
                     log_once("explicit", "ragtrace: bad trace_query arguments", exc_info=True)
         return self
@@ -185,7 +191,7 @@ class QueryTrace:
         root = self._live()
         if root is not None:
             try:
-                root.gold_ids = _ids(ids)
+                root.gold_ids = gold_id_list(ids)
             except Exception:
                 log_once("explicit", "ragtrace: gold ids must be an iterable of ids", exc_info=True)
 
@@ -228,7 +234,7 @@ def set_gold_ids(ids: Iterable[Any]) -> bool:
     if root is None:
         return False
     try:
-        root.gold_ids = _ids(ids)
+        root.gold_ids = gold_id_list(ids)
     except Exception:
         log_once("explicit", "ragtrace: gold ids must be an iterable of ids", exc_info=True)
         return False

@@ -1,0 +1,60 @@
+"""The SDK exporting over OTLP/HTTP to the collector's real app on loopback, into the real engine:
+what a service hands the SDK is what the store holds."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import ragtrace
+from tests.collector._server import running
+
+
+def _stored(store: Any, release: str, n: int, timeout: float = 30.0) -> dict[str, Any]:
+    """The release's traces by query, once ``n`` have arrived."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert ragtrace.force_flush(10)
+        got = {r.query: r for r in store.read_traces(release=release)}
+        if len(got) >= n or time.monotonic() > deadline:
+            return got
+        time.sleep(0.1)
+
+
+def test_a_single_gold_id_string_is_one_id_not_its_characters(chdb_store: Any, tmp_path: Path) -> None:
+    release = f"gold-str-{uuid.uuid4().hex[:8]}"
+
+    @ragtrace.retriever
+    def search(query: str) -> list[dict[str, str]]:
+        return [{"id": "doc-9", "text": "the passage"}]
+
+    @ragtrace.pipeline
+    def answer(query: str, query_id: str | None = None, gold_ids: Any = None) -> str:
+        search(query)
+        if query == "set":
+            ragtrace.set_gold_ids("doc-8")
+        return "an answer"
+
+    with running(chdb_store, str(tmp_path / "spool")) as (url, app):
+        ragtrace.configure(endpoint=url, service="svc", release=release, schedule_delay_ms=50)
+        answer("kwarg", gold_ids="doc-9")
+        answer("set")
+        with ragtrace.trace_query("explicit", gold_ids="doc-7") as q:
+            q.retrieved([{"id": "doc-7", "text": "t"}])
+        with ragtrace.trace_query("explicit-gold") as q:
+            q.retrieved([{"id": "doc-6", "text": "t"}])
+            q.gold("doc-6")
+        with ragtrace.trace_query("attached", query_id=f"{release}-q") as q:
+            q.retrieved([{"id": "doc-5", "text": "t"}])
+        assert ragtrace.attach_gold("doc-5", query_id=f"{release}-q")
+        _stored(chdb_store, release, 5)
+        assert app.state.writer.flush(30)
+        got = _stored(chdb_store, release, 5)
+    # each was stored as the id's characters, ('d', 'o', 'c', '-', '9'), none of them a document
+    assert got["kwarg"].gold_ids == ("doc-9",)
+    assert got["set"].gold_ids == ("doc-8",)
+    assert got["explicit"].gold_ids == ("doc-7",)
+    assert got["explicit-gold"].gold_ids == ("doc-6",)
+    assert got["attached"].gold_ids == ("doc-5",)
