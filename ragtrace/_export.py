@@ -37,6 +37,17 @@ if TYPE_CHECKING:
 _log = logging.getLogger("ragtrace")
 
 
+class RequestTooLarge(Exception):
+    """A sink's receiver refused a request for its size (HTTP 413): the queue sends the batch again
+    in halves, so one oversized span does not take the rest of its batch with it."""
+
+    def __init__(self, spans: int, nbytes: int, reason: str) -> None:
+        super().__init__(reason)
+        self.spans = spans
+        self.nbytes = nbytes
+        self.reason = reason
+
+
 class Sink(Protocol):
     """Where flattened spans go. ``export`` returns True on success and must not raise for
     ordinary failures (it may; the queue counts that as a failure too)."""
@@ -152,23 +163,47 @@ class ExportQueue:
                     self.dropped_flatten_failed += failed
             if not spans:
                 continue
-            ok = False
-            self._inflight = len(spans)
-            try:
-                ok = self._sink.export(spans)
-                if not ok:  # the OTLP sink has logged the details under the same key already
-                    log_once("export-failed", "ragtrace: exporting %d spans failed; they are dropped "
-                             "(counted in ragtrace.stats())", len(spans))
-            except Exception as exc:
-                log_once("export-failed", "ragtrace: exporting %d spans failed: %r", len(spans), exc)
-            with self._lock:
-                self._inflight = 0
-                self.export_requests += 1
-                if ok:
-                    self.exported += len(spans)
-                else:
-                    self.export_failures += 1
-                    self.dropped_export_failed += len(spans)
+            self._send(spans)
+
+    def _send(self, spans: Sequence[FlatSpan]) -> None:
+        """Export ``spans``; a request refused as too large goes again as two halves, down to one
+        span, so only a span that is too large on its own is dropped."""
+        ok = False
+        self._inflight = len(spans)
+        too_large: RequestTooLarge | None = None
+        try:
+            ok = self._sink.export(spans)
+            if not ok:  # the OTLP sink has logged the details under the same key already
+                log_once("export-failed", "ragtrace: exporting %d spans failed; they are dropped "
+                         "(counted in ragtrace.stats())", len(spans))
+        except RequestTooLarge as exc:
+            too_large = exc
+        except Exception as exc:
+            log_once("export-failed", "ragtrace: exporting %d spans failed: %r", len(spans), exc)
+        split = too_large is not None and len(spans) > 1
+        with self._lock:
+            self._inflight = 0
+            self.export_requests += 1
+            if ok:
+                self.exported += len(spans)
+            elif not split:
+                self.export_failures += 1
+                self.dropped_export_failed += len(spans)
+        if too_large is None:
+            return
+        if split:
+            log_once("export-split", "ragtrace: the collector refused %d spans (%d bytes) in one request as "
+                     "too large (%s); sending them in smaller requests. Lower RAGTRACE_MAX_EXPORT_BATCH or "
+                     "raise the collector's RAGTRACE_MAX_BODY_BYTES.", len(spans), too_large.nbytes,
+                     too_large.reason)
+            half = len(spans) // 2
+            self._send(spans[:half])
+            self._send(spans[half:])
+        else:
+            log_once("export-too-large", "ragtrace: dropped span %r: alone it is %d bytes, more than the "
+                     "collector accepts (%s). Send less passage text (content='truncate:N' or 'hash') or "
+                     "raise the collector's RAGTRACE_MAX_BODY_BYTES. Counted in ragtrace.stats().",
+                     spans[0].name, too_large.nbytes, too_large.reason)
 
     # --- control -----------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Final
 
+from ragtrace._export import RequestTooLarge
 from ragtrace._flatten import AttrValue, FlatEvent, FlatSpan
 from ragtrace._runtime import log_once
 
@@ -201,6 +202,8 @@ class OtlpHttpSink:
             raise
 
     def export(self, spans: Sequence[FlatSpan]) -> bool:
+        """POST the spans; True when the collector took them. Raises `RequestTooLarge` on 413, so
+        the queue can send the batch in smaller requests."""
         body = self._encoder.request(spans)
         if self._gzip:
             body = gzip.compress(body, compresslevel=5)
@@ -219,6 +222,8 @@ class OtlpHttpSink:
             else:
                 if 200 <= status < 300:
                     return True
+                if status == 413:  # a refusal of this request's size, not of the spans: not a failure yet
+                    raise RequestTooLarge(len(spans), len(body), f"HTTP 413: {text[:200]}")
                 problem, retryable = f"HTTP {status}: {text[:200]}", status in _RETRYABLE
                 if retry_header is not None:
                     try:

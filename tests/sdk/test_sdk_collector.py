@@ -58,3 +58,46 @@ def test_a_single_gold_id_string_is_one_id_not_its_characters(chdb_store: Any, t
     assert got["explicit"].gold_ids == ("doc-7",)
     assert got["explicit-gold"].gold_ids == ("doc-6",)
     assert got["attached"].gold_ids == ("doc-5",)
+
+
+def _big(n: int) -> list[dict[str, str]]:
+    return [{"id": f"big-{i}", "text": f"passage {i} " + "x" * 40_000} for i in range(n)]
+
+
+def test_a_span_too_large_for_the_collector_loses_only_itself(chdb_store: Any, tmp_path: Path,
+                                                              caplog: Any) -> None:
+    release = f"too-large-{uuid.uuid4().hex[:8]}"
+
+    @ragtrace.retriever
+    def search(query: str) -> list[dict[str, str]]:
+        return _big(10) if query == "big" else [{"id": "small-0", "text": "a small passage"}]
+
+    @ragtrace.generator
+    def generate(prompt: str, context: list[dict[str, str]]) -> str:
+        return "an answer"
+
+    @ragtrace.pipeline
+    def answer(query: str) -> str:
+        return generate(query, search(query)[:1])
+
+    limit = 200_000  # the big retriever span alone is ~400 kB; everything else is small
+    with running(chdb_store, str(tmp_path / "spool"), max_body_bytes=limit,
+                 max_inflight_bytes=4 * limit) as (url, app):
+        # one batch holding both queries, as a busy service's export would
+        ragtrace.configure(endpoint=url, service="svc", release=release, schedule_delay_ms=60_000)
+        for query in ("small-a", "big", "small-b"):
+            answer(query)
+        assert ragtrace.force_flush(20)
+        stats = ragtrace.stats()
+        assert app.state.writer.flush(30)
+        got = _stored(chdb_store, release, 3)
+    # before: the whole batch was refused (413) and dropped, the small queries with it
+    assert stats.dropped_export_failed == 1 and stats.spans_exported == 8
+    assert set(got) == {"small-a", "big", "small-b"}
+    for query in ("small-a", "small-b"):
+        assert got[query].complete and [d.id for d in got[query].retrieved] == ["small-0"]
+    # the big query's root and generation arrived, its retrieval did not
+    assert got["big"].retrieved == () and [d.id for d in got["big"].context] == ["big-0"]
+    logged = "\n".join(r.getMessage() for r in caplog.records if r.name == "ragtrace")
+    assert "search': alone it is" in logged and f"exceeds {limit} (RAGTRACE_MAX_BODY_BYTES)" in logged
+
