@@ -144,6 +144,43 @@ class Encoder:
 _RETRYABLE: Final = frozenset({429, 502, 503, 504})
 
 
+def _read_varint(raw: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(raw) or shift > 63:
+            raise ValueError("truncated varint")
+        byte = raw[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, pos
+
+
+def status_message(raw: bytes) -> str | None:
+    """The ``message`` (field 2) of a protobuf ``google.rpc.Status``, the body an OTLP/HTTP
+    collector refuses a protobuf request with; None when ``raw`` is not one."""
+    pos, message = 0, None
+    try:
+        while pos < len(raw):
+            tag, pos = _read_varint(raw, pos)
+            wire = tag & 7
+            if wire == 0:
+                _, pos = _read_varint(raw, pos)
+            elif wire == 2:
+                size, pos = _read_varint(raw, pos)
+                if pos + size > len(raw):
+                    return None
+                if tag >> 3 == 2:
+                    message = raw[pos:pos + size].decode("utf-8", "replace")
+                pos += size
+            else:
+                return None
+    except ValueError:
+        return None
+    return message
+
+
 class OtlpHttpSink:
     """POSTs encoded spans to an OTLP/HTTP traces URL."""
 
@@ -192,8 +229,12 @@ class OtlpHttpSink:
         try:
             conn.request("POST", self._path, body=body, headers=self._headers)
             response = conn.getresponse()
-            text = response.read(4096).decode("utf-8", "replace")
+            raw = response.read(4096)
             response.read()  # drain so the connection can be reused
+            message = None
+            if (response.getheader("Content-Type") or "").startswith("application/x-protobuf"):
+                message = status_message(raw)  # a google.rpc.Status: its message, not its bytes
+            text = message if message is not None else raw.decode("utf-8", "replace")
             if response.getheader("Connection", "").lower() == "close":
                 self._drop_connection()
             return response.status, text, response.getheader("Retry-After")
@@ -219,12 +260,14 @@ class OtlpHttpSink:
                     attempt += 1
                     continue
                 problem, retryable = f"{type(exc).__name__}: {exc}", True
+                unreachable = True
             else:
                 if 200 <= status < 300:
                     return True
                 if status == 413:  # a refusal of this request's size, not of the spans: not a failure yet
                     raise RequestTooLarge(len(spans), len(body), f"HTTP 413: {text[:200]}")
                 problem, retryable = f"HTTP {status}: {text[:200]}", status in _RETRYABLE
+                unreachable = status == 404  # something answers there, but not an OTLP collector
                 if retry_header is not None:
                     try:
                         retry_after = max(0.0, float(retry_header))
@@ -234,10 +277,13 @@ class OtlpHttpSink:
                 # Said at the first failure, not when the retries give up: a short-lived process
                 # exits long before that, and must not end without a word (issue: a silent 6 s hang).
                 self._warned = True
-                _log.warning("ragtrace: cannot export spans to %s (%s). Is `ragtrace serve` (or another "
-                             "OTLP/HTTP collector) listening there? Set RAGTRACE_ENDPOINT or "
-                             "configure(endpoint=...). Retrying; spans that cannot be sent are dropped and "
-                             "counted in ragtrace.stats().", self.url, problem)
+                # A collector that answered and refused (401, 400, 415) is listening: its reason is
+                # what to fix, and such a refusal is not retried.
+                hint = (" Is `ragtrace serve` (or another OTLP/HTTP collector) listening there? Set "
+                        "RAGTRACE_ENDPOINT or configure(endpoint=...)." if unreachable else "")
+                _log.warning("ragtrace: cannot export spans to %s (%s).%s %s spans that cannot be sent are "
+                             "dropped and counted in ragtrace.stats().", self.url, problem, hint,
+                             "Retrying;" if retryable else "Not retried:")
             attempt += 1
             backoff = retry_after if retry_after is not None else min(0.25 * 2 ** (attempt - 1), 8.0)
             remaining = deadline - time.monotonic()

@@ -101,3 +101,20 @@ def test_a_span_too_large_for_the_collector_loses_only_itself(chdb_store: Any, t
     logged = "\n".join(r.getMessage() for r in caplog.records if r.name == "ragtrace")
     assert "search': alone it is" in logged and f"exceeds {limit} (RAGTRACE_MAX_BODY_BYTES)" in logged
 
+
+def test_a_refusal_warns_with_the_collectors_reason_not_its_status_bytes(chdb_store: Any, tmp_path: Path,
+                                                                         caplog: Any) -> None:
+    @ragtrace.pipeline
+    def answer(query: str) -> str:
+        return "an answer"
+
+    with running(chdb_store, str(tmp_path / "spool"), tokens={"right": "t"}) as (url, _app):
+        ragtrace.configure(endpoint=url, service="svc", headers={"authorization": "Bearer wrong"})
+        answer("q")
+        ragtrace.force_flush(10)
+    (warning,) = [r.getMessage() for r in caplog.records
+                  if r.name == "ragtrace" and "cannot export spans to" in r.getMessage()]
+    # the google.rpc.Status body's message, not its protobuf bytes ('\x08\x91\x03\x12...')
+    assert "(HTTP 401: unknown bearer token" in warning and "\x08" not in warning
+    # the collector answered: it is listening, and a 401 is not retried
+    assert "listening there" not in warning and "Retrying" not in warning and "Not retried" in warning
