@@ -97,6 +97,44 @@ def test_the_engine_pairs_and_reads_only_the_paired_labels(chdb_store: Any, pair
     assert same == (a, a)
 
 
+def test_the_pairing_reads_each_labels_newest_version(chdb_store: Any) -> None:
+    """Labels re-written in later parts (as a re-run audit writes them): the pairing and every label
+    read are the newest version's, across parts the engine has not merged. An older version that
+    names the other release, or a query id the newest no longer has, stands for nothing."""
+    tenant = f"pairing-versions-{uuid.uuid4().hex[:8]}"
+    base, cand = story_records()
+    assert [r["query_id"] for r in base[:30]] == [r["query_id"] for r in cand[:30]]
+    t0, t1 = datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC)
+
+    def write(labels: list[tuple[str, dict[str, Any]]], release: str, at: datetime) -> None:
+        """(trace id, record) pairs of ``release`` labelled at ``at``: one insert, one part."""
+        rows = [(*label_row({**r, "release": release, "manifest_id": "m-ver", "trace_id": trace}, tenant=tenant,
+                            trace_time=t0)[:-1], at) for trace, r in labels]
+        chdb_store.insert("labels", rows, ["tenant", "manifest_id", "trace_id", "query_id", "service", "release",
+                                           "failure_mode", "gold_in_pool", "gold_in_context", "ranking_ok",
+                                           "generation", "passed", "score", "confidence", "detail", "trace_time",
+                                           "labelled_at"])
+
+    write([(f"a{i}", r) for i, r in enumerate(base[:30])], "v1", t0)
+    write([(f"b{i}", r) for i, r in enumerate(cand[:30])], "v2", t0)
+    # newer versions: v1's first trace now belongs to v3 (its root re-decided), v2's second trace
+    # carries another query id (so the second query no longer pairs), v1's third trace passes
+    write([("a0", base[0])], "v3", t1)
+    write([("b1", {**cand[1], "query_id": "q-renamed"})], "v2", t1)
+    write([("a2", {**base[2], "pass": not base[2]["pass"], "score": 0.375})], "v1", t1)
+
+    (a,) = load_release(chdb_store, "v1", tenant=tenant)
+    (b,) = load_release(chdb_store, "v2", tenant=tenant)
+    pa, pb = load_pair(chdb_store, ("v1", "m-ver"), ("v2", "m-ver"), tenant=tenant)
+    q0, q1, q2 = (r["query_id"] for r in base[:3])
+    assert q0 not in {lab.query_id for lab in pa.labels} | set(pa.unpaired)
+    assert (pa.unpaired, pb.unpaired) == ((q1,), tuple(sorted((q0, "q-renamed"))))
+    assert next(lab for lab in pa.labels if lab.query_id == q2).score == 0.375
+    assert (len(pa.labels), pa.n_queries, pb.n_queries) == (28, 29, 30)
+    assert pair(pa, pb) == pair(a, b)
+    assert release_manifests(chdb_store, "v3", tenant=tenant) == ["m-ver"]
+
+
 @pytest.fixture(scope="module")
 def http_store(chdb_http_server: str) -> tuple[str, str]:
     """Two releases (and a stray manifest) in a ClickHouse-over-HTTP store that any process can use."""
