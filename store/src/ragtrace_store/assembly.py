@@ -33,7 +33,8 @@ never on timing. Each rule is in docs/wire.md with the client that needs it:
   a stock OpenTelemetry SDK keeps 128 per span and drops the rest silently), when a document list
   has holes in its indices, or when a stage is missing (a reranker with input documents and no
   output, a span whose parent never arrived, an SDK pipeline with no stage, a streamed answer that
-  no generation span recorded). Its labels would be guesses, so the audit reports it as its own
+  no generation span recorded, a recorded context naming a document no retrieval or rerank span
+  holds). Its labels would be guesses, so the audit reports it as its own
   outcome instead.
 
 The ragtrace SDK's own roots (``ragtrace.sdk.version``) are trusted for query and answer: the SDK
@@ -567,6 +568,21 @@ def assemble_query(
                            f"{n.dropped_attributes} attributes (dropped_attributes_count); raise "
                            "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT in the service that sent it")
     reasons += _holes(((stage, sl) for stage, lists in stages.items() for sl in lists), tree)
+    if source == "recorded":
+        # A recorded context names what the generator was given; every such document came through a
+        # retrieval or rerank span of the trace. One that none holds means that span did not arrive
+        # (an export that failed, a span refused): P would be read as C, and the labels guessed.
+        held = {d.id for lists in (stages.get(STAGE_RETRIEVED, ()), stages.get(STAGE_RERANK_INPUT, ()),
+                                   stages.get(STAGE_RERANKED, ())) for sl in lists for d in sl.docs}
+        unheld = list(dict.fromkeys(d.id for d in context if d.id not in held))
+        if unheld:
+            node = spans.get(recorded[-1].span_id)
+            name = node.name if node is not None else recorded[-1].span_id
+            shown = ", ".join(repr(i) for i in unheld[:3]) + (f" and {len(unheld) - 3} more" if len(unheld) > 3 else "")
+            reasons.append(f"{INCOMPLETE_MISSING}: the context of span {name!r} names {len(unheld)} of its "
+                           f"{len(context)} documents ({shown}) that no retrieval or rerank span of this trace "
+                           "holds: the span that retrieved them has not arrived (or they were supplied from "
+                           "elsewhere; record that step as a retriever)")
     if sdk_root and not has_stage and not any(stages.values()):
         reasons.append(f"{INCOMPLETE_MISSING}: no retrieval, rerank or generation span of this pipeline has "
                        "arrived")
