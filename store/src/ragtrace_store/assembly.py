@@ -578,9 +578,9 @@ def assemble_query(
         if unheld:
             node = spans.get(recorded[-1].span_id)
             name = node.name if node is not None else recorded[-1].span_id
-            shown = ", ".join(repr(i) for i in unheld[:3]) + (f" and {len(unheld) - 3} more" if len(unheld) > 3 else "")
+            named = ", ".join(repr(i) for i in unheld[:3]) + (f" and {len(unheld) - 3} more" if len(unheld) > 3 else "")
             reasons.append(f"{INCOMPLETE_MISSING}: the context of span {name!r} names {len(unheld)} of its "
-                           f"{len(context)} documents ({shown}) that no retrieval or rerank span of this trace "
+                           f"{len(context)} documents ({named}) that no retrieval or rerank span of this trace "
                            "holds: the span that retrieved them has not arrived (or they were supplied from "
                            "elsewhere; record that step as a retriever)")
     if sdk_root and not has_stage and not any(stages.values()):
