@@ -213,6 +213,36 @@ def test_annotations_attach_gold_and_feedback(chdb_store: Any, tmp_path: Path) -
     assert rows == [(tr.trace_id, 1.0)]
 
 
+def test_gold_ids_of_other_types_are_stored_or_told_to_the_sender(chdb_store: Any, tmp_path: Path) -> None:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+    tenant = _tenant()
+    docs = T.corpus(5, size=60)
+    traces, spans = {}, []
+    # an integer id alone (a numeric primary key), integers in an array, a boolean, a double
+    for name, gold in (("int", 17), ("ints", [17, 42]), ("bool", True), ("double", 0.5)):
+        tr = T.TraceSpec(query=name, retrieved=docs, reranked=docs, top_k=2)
+        tr_spans = tr.spans()
+        tr_spans[0].attrs[sc.GOLD_DOCUMENT_IDS] = gold
+        traces[name] = tr
+        spans += tr_spans
+    late = T.SpanSpec(os.urandom(16).hex(), os.urandom(8).hex(), "gold",
+                      {sc.ANNOTATES_TRACE_ID: traces["bool"].trace_id, sc.ANNOTATION_KIND: "gold",
+                       sc.GOLD_DOCUMENT_IDS: 99})
+    with running(chdb_store, str(tmp_path / "spool"), tokens={"k": tenant}) as (url, app):
+        resp = _post(url, T.request([*spans, late]), "k")
+        assert resp.status_code == 200
+        assert app.state.writer.flush(30)
+    partial = ExportTraceServiceResponse.FromString(resp.content).partial_success
+    # nothing rejected (the spans are stored), but the sender hears which gold was not
+    assert partial.rejected_spans == 0
+    assert f"{sc.GOLD_DOCUMENT_IDS} must be an array of document ids" in partial.error_message
+    assert "got a boolean" in partial.error_message and "got a double" in partial.error_message
+    got = {r.query: r.gold_ids for r in chdb_store.read_traces(tenant=tenant)}
+    # before: a single integer id was no gold at all, and nobody was told about any of them
+    assert got == {"int": ("17",), "ints": ("17", "42"), "bool": ("99",), "double": ()}
+
+
 @pytest.mark.parametrize("options", [b"[1]", b"{bad"])
 def test_audit_route_validates_its_body(chdb_store: Any, tmp_path: Path, options: bytes) -> None:
     with running(chdb_store, str(tmp_path / "spool")) as (url, _):

@@ -224,6 +224,23 @@ def _str_list(value: Any) -> list[str]:
     return []
 
 
+#: why gold ids of an unreadable type are not stored (said to the sender, not dropped in silence)
+GOLD_IDS_TYPE = (f"{sc.GOLD_DOCUMENT_IDS} must be an array of document ids (strings or integers), or one id; "
+                 "got a {type}: no gold stored from that span")
+
+
+def _gold_ids(rows: Rows, value: Any) -> list[str]:
+    """A span's gold ids: `_str_list`, plus a single integer id; any other type is told to the
+    sender (partial_success) instead of storing no gold without a word."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [str(value)]
+    if value is None or isinstance(value, list | str):
+        return _str_list(value)
+    rows.note(GOLD_IDS_TYPE.format(type={bool: "boolean", float: "double", dict: "key-value list"}.get(
+        type(value), type(value).__name__)))
+    return []
+
+
 def _clamp_time(ms: int, received_ms: int) -> int:
     if ms <= 0 or ms < received_ms - MAX_CLOCK_SKEW_MS or ms > received_ms + MAX_FUTURE_MS:
         return received_ms
@@ -462,7 +479,7 @@ def assemble_spans(rows: Rows, groups: Iterable[SpanGroup], tenant: str, receive
                 q["received_at"].append(received_ms)
             gold_ids = other.get(sc.GOLD_DOCUMENT_IDS)
             if gold_ids is not None:  # on the root, or on a nested pipeline span: same trace
-                for doc_id in _str_list(gold_ids):
+                for doc_id in _gold_ids(rows, gold_ids):
                     _gold(g, tenant, query_id, trace_id, doc_id, received_ms)
             reference = other.get(sc.REFERENCE_ANSWER)
             if reference is not None and _s(reference).strip():  # like gold: any span of the trace
@@ -726,7 +743,7 @@ def _annotation(rows: Rows, tenant: str, span_id: str, other: dict[str, Any], an
     kind = _s(other.get(sc.ANNOTATION_KIND)).lower()
     c = rows.cols
     if kind == "gold":
-        for doc_id in _str_list(other.get(sc.GOLD_DOCUMENT_IDS)):
+        for doc_id in _gold_ids(rows, other.get(sc.GOLD_DOCUMENT_IDS)):
             _gold(c["gold"], tenant, query_id, annotated, doc_id, received_ms)
     elif kind == "feedback":
         raw = other.get(sc.FEEDBACK_SCORE)
