@@ -316,8 +316,9 @@ def releases_manifests(store: Any, releases: Sequence[str], *, tenant: str = "de
         conds.append("service = {service:String}")
         params["service"] = service
     # the newest versions of the manifests with a row of these releases: a condition on the key's
-    # first column, so the engine reads only those manifests' rows
-    keys = ["tenant = {tenant:String}", f"manifest_id IN (SELECT manifest_id FROM {store.table('labels')} "
+    # first column, so the engine reads only those manifests' rows (GLOBAL: found once over every
+    # shard of a cluster, where a manifest's labels are on all of them)
+    keys = ["tenant = {tenant:String}", f"manifest_id GLOBAL IN (SELECT manifest_id FROM {store.table('labels')} "
                                         f"WHERE {' AND '.join(conds)})"]
     out: dict[str, list[str]] = {r: [] for r in releases}
     for rel, manifest, _newest in store.query_rows(
@@ -380,7 +381,9 @@ def load_pair(store: Any, baseline: tuple[str, str], candidate: tuple[str, str],
     # every label to find the pairs (a window over the query id) took twice as long. The first part
     # names every column: `SELECT *` over the union keeps one column of each name.
     keyed = _newest_final(store, keys, conds, f"{side}, query_id, trace_id, trace_time")
-    # both sides have a query id when its sides (0 and 1) differ: min and max, half the cost of uniqExact
+    # both sides have a query id when its sides (0 and 1) differ: min and max, half the cost of uniqExact.
+    # GLOBAL: on a cluster labels are sharded by trace id, so a query's two sides may be on two shards;
+    # the pairs are found once over every shard, by the node that asks (on one node it is plain IN)
     paired = f"SELECT query_id FROM ({keyed}) WHERE query_id != '' GROUP BY query_id HAVING min(side) != max(side)"
     rows = store.query_rows(
         f"SELECT * FROM (SELECT side, true AS p, {', '.join(_PAIR_COLUMNS)}, d.generation.refusal_justified, "
@@ -389,11 +392,11 @@ def load_pair(store: Any, baseline: tuple[str, str], candidate: tuple[str, str],
         "d.metrics, d.incomplete, detail = '' OR d.metrics != '' OR isValidJSON(detail), '' AS unpaired, "
         f"toUInt64(0) AS dups, '' AS no_id, trace_time FROM (SELECT *, {_DETAIL} AS d FROM ("
         f"{_newest_final(store, keys, conds, side + ', detail, trace_time, ' + ', '.join(_PAIR_COLUMNS))}) "
-        f"WHERE query_id IN ({paired})) UNION ALL SELECT side, false, {_NOT_READ}, '', '', '', true, "
+        f"WHERE query_id GLOBAL IN ({paired})) UNION ALL SELECT side, false, {_NOT_READ}, '', '', '', true, "
         "toJSONString(arraySort(groupUniqArrayIf(query_id, query_id != ''))), "
         "toUInt64(countIf(query_id != '') - uniqExactIf(query_id, query_id != '')), "
         "toJSONString(arrayMap(x -> x.2, arraySort(groupArrayIf((trace_time, trace_id), query_id = '')))), "
-        f"toDateTime64(0, 3, 'UTC') FROM ({keyed}) WHERE query_id NOT IN ({paired}) GROUP BY side) "
+        f"toDateTime64(0, 3, 'UTC') FROM ({keyed}) WHERE query_id GLOBAL NOT IN ({paired}) GROUP BY side) "
         f"ORDER BY side, p, trace_time, trace_id{_AFTER_FINAL}", params)
     out = []
     for side_no, (release, manifest) in enumerate((baseline, candidate)):
