@@ -106,10 +106,10 @@ def test_the_pairing_reads_each_labels_newest_version(chdb_store: Any) -> None:
     assert [r["query_id"] for r in base[:30]] == [r["query_id"] for r in cand[:30]]
     t0, t1 = datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC)
 
-    def write(labels: list[tuple[str, dict[str, Any]]], release: str, at: datetime) -> None:
-        """(trace id, record) pairs of ``release`` labelled at ``at``: one insert, one part."""
+    def write(labels: list[tuple[str, dict[str, Any]]], release: str, at: datetime, when: datetime = t0) -> None:
+        """(trace id, record) pairs of ``release`` labelled at ``at``, traces started ``when``: one part."""
         rows = [(*label_row({**r, "release": release, "manifest_id": "m-ver", "trace_id": trace}, tenant=tenant,
-                            trace_time=t0)[:-1], at) for trace, r in labels]
+                            trace_time=when)[:-1], at) for trace, r in labels]
         chdb_store.insert("labels", rows, ["tenant", "manifest_id", "trace_id", "query_id", "service", "release",
                                            "failure_mode", "gold_in_pool", "gold_in_context", "ranking_ok",
                                            "generation", "passed", "score", "confidence", "detail", "trace_time",
@@ -117,9 +117,10 @@ def test_the_pairing_reads_each_labels_newest_version(chdb_store: Any) -> None:
 
     write([(f"a{i}", r) for i, r in enumerate(base[:30])], "v1", t0)
     write([(f"b{i}", r) for i, r in enumerate(cand[:30])], "v2", t0)
-    # newer versions: v1's first trace now belongs to v3 (its root re-decided), v2's second trace
-    # carries another query id (so the second query no longer pairs), v1's third trace passes
-    write([("a0", base[0])], "v3", t1)
+    # newer versions: v1's first trace now belongs to v3 (its root re-decided, a start time in the next
+    # month: the new version is in another partition), v2's second trace carries another query id (so
+    # the second query no longer pairs), v1's third trace passes
+    write([("a0", base[0])], "v3", t1, datetime(2026, 12, 1, tzinfo=UTC))
     write([("b1", {**cand[1], "query_id": "q-renamed"})], "v2", t1)
     write([("a2", {**base[2], "pass": not base[2]["pass"], "score": 0.375})], "v1", t1)
 
