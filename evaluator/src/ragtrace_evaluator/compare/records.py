@@ -336,13 +336,15 @@ def _newest_final(store: Any, keys: Sequence[str], values: Sequence[str], column
     overlap: at 10 M traces, 0.6 of the time of sorting each key's versions with ``LIMIT 1 BY`` in
     one merged part and 0.4 of it in 50 overlapping parts (docs/benchmarks.md). ``values`` hold for
     the newest version only: a condition beside ``FINAL`` is applied after it unless the engine
-    moves it before (`_AFTER_FINAL`, which the query must end with, rules that out whatever a
-    server's profile says)."""
+    moves it before (`_AFTER_FINAL`, which the query must end with, rules that out, and versions in
+    two monthly partitions are collapsed too)."""
     return f"SELECT {columns} FROM {store.table('labels')} FINAL WHERE {' AND '.join([*keys, *values])}"
 
 
-#: the setting that keeps a condition beside FINAL after it (ClickHouse's default, written out)
-_AFTER_FINAL = " SETTINGS optimize_move_to_prewhere_if_final = 0"
+#: ClickHouse's defaults, written out so that a server's profile cannot change what FINAL returns: a
+#: condition beside FINAL applies after it, and versions are collapsed across partitions (a label's
+#: trace time, the partition key, moves when its trace's root is decided again)
+_AFTER_FINAL = " SETTINGS optimize_move_to_prewhere_if_final = 0, do_not_merge_across_partitions_select_final = 0"
 
 
 #: what a comparison reads of a paired label's ``detail``, parsed once by the engine (JSONExtractRaw
