@@ -178,6 +178,29 @@ def test_retries_and_duplicate_span_ids_never_double_count(chdb_store: Any, tmp_
     assert len(list(chdb_store.read_traces(tenant=tenant))) == 1
 
 
+def test_two_different_copies_of_a_span_in_one_request_do_not_mix(chdb_store: Any, tmp_path: Path) -> None:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+    tenant = _tenant()
+    docs = T.corpus(12, size=60)
+    tr = T.TraceSpec(query="dup", retrieved=docs[:6], reranked=docs[:6], top_k=3)
+    spans = tr.spans()
+    retriever = spans[1]
+    # the retriever's span again, same ids, with two other documents (a sender that reuses a span id)
+    other = T.SpanSpec(retriever.trace_id, retriever.span_id, "retrieve",
+                       {sc.SPAN_KIND: "RETRIEVER", **T.doc_attrs(sc.RETRIEVAL_DOCUMENTS, docs[10:12])},
+                       parent=retriever.parent)
+    with running(chdb_store, str(tmp_path / "spool"), tokens={"k": tenant}) as (url, app):
+        resp = _post(url, T.request([*spans, other]), "k")
+        assert resp.status_code == 200
+        assert app.state.writer.flush(30)
+    partial = ExportTraceServiceResponse.FromString(resp.content).partial_success
+    assert partial.rejected_spans == 1 and "the later copy is rejected" in partial.error_message
+    (rec,) = chdb_store.read_traces(tenant=tenant)
+    # before: a mix of both copies (four documents of one, two of the other) read as one complete list
+    assert [d.id for d in rec.retrieved] == [d.id for d in docs[:6]]
+
+
 def test_backpressure_answers_429_with_retry_after(chdb_store: Any, tmp_path: Path) -> None:
     tenant = _tenant()
     docs = T.corpus(25, size=100)

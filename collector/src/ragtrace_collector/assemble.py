@@ -371,6 +371,11 @@ HASH_MISMATCH = ("a document's content does not hash to its document.content_has
                  "span rejected")
 
 
+#: why a second copy of a span (same trace and span id) in one request is rejected
+DUPLICATE_SPAN = ("a span with the trace_id and span_id of an earlier span of this request: the later copy is "
+                  "rejected (send each span once per request; a span re-sent in a later request replaces it)")
+
+
 def hashes_match(contents: Mapping[int, Any], hashes: Mapping[int, str], verified: dict[str, str],
                  text_of: Callable[[Any], str]) -> bool:
     """Whether every document of a span that has both text and a claimed content hash hashes to it
@@ -402,6 +407,7 @@ def assemble_spans(rows: Rows, groups: Iterable[SpanGroup], tenant: str, receive
     c = rows.cols
     q, g, d = c["queries"], c["gold"], c["documents"]
     span_rows: list[tuple[Any, ...]] = []
+    in_request: set[bytes] = set()
     gen_ai_docs: list[tuple[str, str, int, list[dict[str, Any]]]] = []
     nbytes = 0
     for res_attrs, spans in groups:
@@ -415,6 +421,14 @@ def assemble_spans(rows: Rows, groups: Iterable[SpanGroup], tenant: str, receive
                 rows.rejected += 1
                 rows.note("spans need a 16-byte non-zero trace_id and an 8-byte non-zero span_id")
                 continue
+            key = tid + sid
+            if key in in_request:
+                # Two copies in one request share its arrival time, so the store could not tell which
+                # is newer: their document rows would mix into one list (a later request replaces).
+                rows.rejected += 1
+                rows.note(DUPLICATE_SPAN)
+                continue
+            in_request.add(key)
             if docs is not None and check_hashes is not None and not check_hashes(docs, other):
                 rows.rejected += 1
                 rows.note(HASH_MISMATCH)
