@@ -164,19 +164,19 @@ class Flattener:
                 self._documents(attrs, sc.RETRIEVAL_DOCUMENTS, rec.documents, rec, texts)
             elif stage == RERANKER:
                 self._text(attrs, sc.RERANKER_QUERY, rec.input)
-                top_k = rec.top_k if rec.top_k is not None else (
+                top_k = rec.top_k if _int64(rec.top_k) else (
                     len(rec.documents) if rec.documents is not None else None)
                 if top_k is not None:
                     attrs[sc.RERANKER_TOP_K] = top_k
                 if rec.model:
-                    attrs[sc.RERANKER_MODEL_NAME] = rec.model
+                    attrs[sc.RERANKER_MODEL_NAME] = str(rec.model)
                 self._documents(attrs, sc.RERANKER_INPUT_DOCUMENTS, rec.input_documents, rec, texts)
                 self._documents(attrs, sc.RERANKER_OUTPUT_DOCUMENTS, rec.documents, rec, texts)
             elif stage == GENERATOR:
                 self._text(attrs, sc.INPUT_VALUE, rec.input)
                 self._text(attrs, sc.OUTPUT_VALUE, output)
                 if rec.model:
-                    attrs[sc.LLM_MODEL_NAME] = rec.model
+                    attrs[sc.LLM_MODEL_NAME] = str(rec.model)
                 self._documents(attrs, sc.CONTEXT_DOCUMENTS, rec.documents, rec, texts)
             if rec.query_id is not None:
                 attrs[sc.QUERY_ID] = str(rec.query_id)
@@ -216,6 +216,10 @@ class Flattener:
             except Exception as exc:
                 log_once("redact", "ragtrace: redact raised %r; the text was left out", exc)
                 return
+            if not isinstance(text, str):  # it would fail the encoding of the whole export request
+                log_once("redact-type", "ragtrace: redact returned %s, not a str; the text was left out",
+                         type(text).__name__)
+                return
         attrs[key] = text
 
     def _passage(self, raw: str, texts: dict[str, tuple[str | None, str | None]]) -> tuple[str | None, str | None]:
@@ -228,6 +232,10 @@ class Flattener:
                 text = self._redact(raw)
             except Exception as exc:
                 log_once("redact", "ragtrace: redact raised %r; the text was left out", exc)
+                text = None
+            if text is not None and not isinstance(text, str):
+                log_once("redact-type", "ragtrace: redact returned %s, not a str; the text was left out",
+                         type(text).__name__)
                 text = None
         digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest() if text is not None else None
         texts[raw] = (text, digest)
@@ -276,8 +284,20 @@ class Flattener:
                     doc.metadata, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
+_INT64_MIN: Final = -(1 << 63)
+_INT64_MAX: Final = (1 << 63) - 1
+
+
+def _int64(value: object) -> bool:
+    """Whether OTLP can carry ``value`` as an int (an AnyValue int is 64-bit)."""
+    return isinstance(value, int) and not isinstance(value, bool) and _INT64_MIN <= value <= _INT64_MAX
+
+
 def _attribute_value(value: object) -> AttrValue:
-    """User-set attribute values, coerced to what OTLP carries."""
+    """User-set attribute values, coerced to what OTLP carries (an int beyond 64 bits as its text:
+    encoded as a varint it would corrupt the whole export request)."""
+    if isinstance(value, int) and not isinstance(value, bool) and not _int64(value):
+        return str(value)
     if isinstance(value, str | bool | int | float):
         return value
     if isinstance(value, list | tuple):

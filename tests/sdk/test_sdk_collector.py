@@ -118,3 +118,49 @@ def test_a_refusal_warns_with_the_collectors_reason_not_its_status_bytes(chdb_st
     assert "(HTTP 401: unknown bearer token" in warning and "\x08" not in warning
     # the collector answered: it is listening, and a 401 is not retried
     assert "listening there" not in warning and "Retrying" not in warning and "Not retried" in warning
+
+
+def test_a_value_the_wire_cannot_carry_is_left_out_not_the_batch(chdb_store: Any, tmp_path: Path) -> None:
+    release = f"odd-values-{uuid.uuid4().hex[:8]}"
+    model: Any = 42  # a model given as a number
+    passages = [{"id": "p0", "text": "first"}, {"id": "p1", "text": "second"}]
+
+    @ragtrace.retriever
+    def search(query: str) -> list[dict[str, str]]:
+        return passages
+
+    @ragtrace.generator(model=model)
+    def generate(prompt: str, context: list[dict[str, str]]) -> str:
+        return "an answer"
+
+    @ragtrace.pipeline
+    def answer(query: str) -> str:
+        if query == "big":
+            ragtrace.set_attribute("app.request_number", 2**70)  # beyond OTLP's 64-bit int
+        return generate(query, search(query))
+
+    def redact(text: str) -> str:
+        return None if "secret" in text else text  # type: ignore[return-value]  # a redactor's bug
+
+    with running(chdb_store, str(tmp_path / "spool")) as (url, app):
+        ragtrace.configure(endpoint=url, service="svc", release=release, redact=redact, schedule_delay_ms=60_000)
+        for query in ("plain", "big", "a secret"):
+            answer(query)
+        with ragtrace.trace_query("explicit") as q:
+            q.retrieved(passages)
+            q.reranked(passages[:1], top_k="1")  # type: ignore[arg-type]  # a top_k given as text
+        assert ragtrace.force_flush(20)
+        stats = ragtrace.stats()
+        assert app.state.writer.flush(30)
+        stored = {r.trace_id: r for r in chdb_store.read_traces(release=release)}
+    # before: the one export request holding all 12 spans failed to encode (TypeError) or was refused
+    # as corrupt protobuf (the int's varint), and every query of it was dropped
+    assert stats.dropped_export_failed == 0 and stats.spans_exported == 12
+    got = {r.query: r for r in stored.values()}
+    assert set(got) == {"plain", "big", "", "explicit"}  # the secret query's text was left out
+    assert all(len(r.retrieved) == 2 for r in got.values())
+    rows = chdb_store.query_rows(
+        f"SELECT attributes FROM {chdb_store.table('spans')} "
+        "WHERE trace_id = {t:String} AND endsWith(name, '.answer')",
+        {"t": got["big"].trace_id})
+    assert '"app.request_number":"1180591620717411303424"' in rows[0][0]
