@@ -237,7 +237,8 @@ class Flattener:
                 log_once("redact-type", "ragtrace: redact returned %s, not a str; the text was left out",
                          type(text).__name__)
                 text = None
-        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest() if text is not None else None
+        # the bytes the encoder sends (a lone surrogate becomes "?"), so the collector's check holds
+        digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest() if text is not None else None
         texts[raw] = (text, digest)
         return text, digest
 

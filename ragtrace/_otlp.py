@@ -64,7 +64,9 @@ def _field(tag: bytes, payload: bytes) -> bytes:
 def _any_value(value: AttrValue) -> bytes:
     """AnyValue: string=1, bool=2, int=3, double=4, array=5."""
     if isinstance(value, str):
-        raw = value.encode("utf-8", "surrogatepass")
+        # protobuf strings must be valid UTF-8: a lone surrogate ("\ud800", from surrogateescape or
+        # JSON) is sent as "?", or the collector refuses the whole request as corrupt
+        raw = value.encode("utf-8", "replace")
         return b"\x0a" + _varint(len(raw)) + raw
     if isinstance(value, bool):
         return b"\x10\x01" if value else b"\x10\x00"
@@ -91,7 +93,7 @@ class Encoder:
     def _key(self, key: str) -> bytes:
         encoded = self._keys.get(key)
         if encoded is None:
-            encoded = _field(b"\x0a", key.encode("utf-8"))  # KeyValue.key = 1
+            encoded = _field(b"\x0a", key.encode("utf-8", "replace"))  # KeyValue.key = 1
             if len(self._keys) < 100_000:
                 self._keys[key] = encoded
         return encoded
@@ -116,7 +118,7 @@ class Encoder:
         ]
         if span.parent_id is not None:
             parts.append(b"\x22\x08" + span.parent_id.to_bytes(8, "big"))
-        parts.append(_field(b"\x2a", span.name.encode("utf-8", "surrogatepass")))
+        parts.append(_field(b"\x2a", span.name.encode("utf-8", "replace")))
         parts.append(b"\x30" + _varint(span.kind))
         parts.append(b"\x39" + _pack_q(span.start_ns))
         parts.append(b"\x41" + _pack_q(span.end_ns))
@@ -125,7 +127,7 @@ class Encoder:
             parts.append(self._event(event))
         status = b""
         if span.status_message:
-            status += _field(b"\x12", span.status_message.encode("utf-8", "surrogatepass"))
+            status += _field(b"\x12", span.status_message.encode("utf-8", "replace"))
         if span.status_code:
             status += b"\x18" + _varint(span.status_code)
         parts.append(_field(b"\x7a", status))  # Span.status = 15, present even when unset

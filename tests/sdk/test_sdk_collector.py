@@ -164,3 +164,33 @@ def test_a_value_the_wire_cannot_carry_is_left_out_not_the_batch(chdb_store: Any
         "WHERE trace_id = {t:String} AND endsWith(name, '.answer')",
         {"t": got["big"].trace_id})
     assert '"app.request_number":"1180591620717411303424"' in rows[0][0]
+
+
+def test_a_lone_surrogate_in_a_text_does_not_corrupt_the_request(chdb_store: Any, tmp_path: Path) -> None:
+    release = f"surrogate-{uuid.uuid4().hex[:8]}"
+    broken = "caf\udce9 menu"  # bytes b"caf\xe9" read with errors="surrogateescape"
+
+    @ragtrace.retriever
+    def search(query: str) -> list[dict[str, str]]:
+        return [{"id": "p0", "text": f"passage about {query}"}]
+
+    @ragtrace.pipeline
+    def answer(query: str) -> str:
+        search(query)
+        ragtrace.set_attribute(f"app.{query}", 1)
+        return f"answer about {query}"
+
+    with running(chdb_store, str(tmp_path / "spool")) as (url, app):
+        ragtrace.configure(endpoint=url, service="svc", release=release, schedule_delay_ms=60_000)
+        answer("plain")
+        answer(broken)
+        assert ragtrace.force_flush(20)
+        stats = ragtrace.stats()
+        assert app.state.writer.flush(30)
+        got = {r.query: r for r in chdb_store.read_traces(release=release, with_content=True)}
+    # before: sent as invalid UTF-8 the collector refused the request (400) and both queries were lost
+    assert stats.dropped_export_failed == 0 and stats.spans_exported == 4
+    assert set(got) == {"plain", "caf? menu"}
+    # the passage's content hash is of the text as sent, so the collector's check accepts it
+    (doc,) = got["caf? menu"].retrieved
+    assert doc.id == "p0" and doc.content == "passage about caf? menu"
