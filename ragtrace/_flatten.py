@@ -118,10 +118,13 @@ class Flattener:
         self._content_label = str(settings.content)
         self._redact: Redactor | None = settings.redact
         self._keys: dict[tuple[str, int], tuple[str, str, str, str, str]] = {}
+        self._stacks: dict[int, str] = {}
 
     def flatten(self, records: Sequence[SpanRecord]) -> tuple[list[FlatSpan], int]:
         """Returns the flattened spans and the number of records that failed."""
         texts: dict[str, tuple[str | None, str | None]] = {}  # raw text -> (redacted, sha256)
+        # an exception that passed through nested spans is on each of them: formatted once
+        self._stacks = {}
         spans: list[FlatSpan] = []
         failed = 0
         for rec in records:
@@ -136,6 +139,7 @@ class Flattener:
             rec.error = None
             rec.documents = rec.input_documents = rec.chunks = None
             rec.input = rec.output = None
+        self._stacks = {}
         return spans, failed
 
     # --- one record --------------------------------------------------------------------------
@@ -198,13 +202,21 @@ class Flattener:
             if isinstance(rec.error, GeneratorExit):
                 attrs[sc.STREAM_CLOSED_EARLY] = True
             else:
-                status, message, events = STATUS_ERROR, _error_message(rec.error), (_error_event(rec),)
+                status, message, events = STATUS_ERROR, _error_message(rec.error), (self._error_event(rec),)
         return FlatSpan(
             name=rec.name, trace_id=rec.trace_id, span_id=rec.span_id, parent_id=rec.parent_id,
             kind=KIND_SERVER if stage == REQUEST else KIND_INTERNAL, start_ns=rec.start_ns,
             end_ns=rec.end_ns, attributes=attrs, status_code=status, status_message=message,
             events=events, parent_remote=rec.remote_parent,
         )
+
+    def _error_event(self, rec: SpanRecord) -> FlatEvent:
+        exc = rec.error
+        assert exc is not None
+        stack = self._stacks.get(id(exc))  # the records of this batch keep exc alive: ids stay unique
+        if stack is None:
+            stack = self._stacks[id(exc)] = _stack(exc)
+        return _error_event(rec, stack)
 
     def _text(self, attrs: dict[str, AttrValue], key: str, value: object) -> None:
         text = value if isinstance(value, str) else answer_text(value)
@@ -310,10 +322,19 @@ def _error_message(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _error_event(rec: SpanRecord) -> FlatEvent:
+#: frames of an ``exception.stacktrace``, innermost kept: a RecursionError through nested
+#: pipelines has ~1000 frames on each of hundreds of spans (63 MB of text, 22 s of the export
+#: thread holding the GIL, before the bound)
+MAX_STACK_FRAMES: Final = 64
+
+
+def _stack(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-MAX_STACK_FRAMES))
+
+
+def _error_event(rec: SpanRecord, stack: str) -> FlatEvent:
     exc = rec.error
     assert exc is not None
-    stack = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     return FlatEvent(sc.EXCEPTION_EVENT, rec.end_ns, {
         sc.EXCEPTION_TYPE: f"{type(exc).__module__}.{type(exc).__qualname__}"
         if type(exc).__module__ != "builtins" else type(exc).__qualname__,

@@ -277,6 +277,29 @@ def test_user_exception_reraised_unchanged_and_span_marked(memory: Any) -> None:
     assert ragtrace.current_trace_id() is None  # context restored after the error
 
 
+def test_a_recursion_error_through_nested_pipelines_records_a_bounded_stack(receiver: Any) -> None:
+    from .receiver import span_attributes
+
+    @ragtrace.pipeline
+    def step(query: str, depth: int = 0) -> str:
+        return step(query, depth + 1)  # a user's unbounded recursion
+
+    ragtrace.configure(endpoint=receiver.url, schedule_delay_ms=60_000)
+    with pytest.raises(RecursionError):
+        step("q")
+    assert ragtrace.force_flush(60)
+    stats = ragtrace.stats()
+    assert stats.dropped_export_failed == 0 and stats.spans_exported > 200
+    got = receiver.wait_for_spans(stats.spans_exported)
+    stacks = [str(span_attributes(e)[sc.EXCEPTION_STACKTRACE]) for _, s in got for e in s.events]
+    assert len(stacks) == stats.spans_exported  # every span of the recursion is marked with the error
+    # before: every span carried all ~1000 frames (about 127 kB each, 63 MB for the trace, 22 s of the
+    # export thread holding the GIL); the innermost 64 frames of each chained traceback are kept
+    blocks = [b for stack in stacks for b in stack.split("Traceback (most recent call last):")]
+    assert max(b.count('\n  File "') for b in blocks) <= 64  # ragtrace._flatten.MAX_STACK_FRAMES
+    assert all(stack.splitlines()[-1].startswith("RecursionError: maximum recursion depth") for stack in stacks)
+
+
 def test_exception_inside_stream_marks_span(memory: Any) -> None:
     @ragtrace.generator
     def stream(prompt: str, context: list[Any]) -> Iterator[str]:
