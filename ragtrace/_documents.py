@@ -18,6 +18,8 @@ Recognised, in this order:
 - other objects with ``id``/``doc_id`` and ``text``/``content`` attributes;
 - a bare string: text only.
 
+Text given as bytes is read as UTF-8 (undecodable bytes replaced), as an answer's is.
+
 Anything else goes through an ``adapter=`` function given to the decorator or the explicit API,
 which returns a ``Document`` or a mapping in the shapes above.
 """
@@ -68,6 +70,8 @@ def _id(value: object) -> str | None:
 def _text(value: object) -> str | None:
     if value is None:
         return None
+    if isinstance(value, bytes | bytearray):  # its text, as for an answer; str() gave "b'...'"
+        return bytes(value).decode("utf-8", "replace")
     return value if isinstance(value, str) else str(value)
 
 
@@ -129,11 +133,13 @@ def to_document(doc: object, adapter: Adapter | None = None) -> Document:
         return doc
     if isinstance(doc, str):
         return Document(None, doc)
+    if isinstance(doc, bytes | bytearray):
+        return Document(None, _text(doc))
     if isinstance(doc, Mapping):
         return _from_mapping(doc)
     if isinstance(doc, tuple | list):
-        if len(doc) in (2, 3) and isinstance(doc[1], str) and not isinstance(doc[0], Mapping):
-            return Document(_id(doc[0]), doc[1], _score(doc[2]) if len(doc) == 3 else None)
+        if len(doc) in (2, 3) and isinstance(doc[1], str | bytes) and not isinstance(doc[0], Mapping):
+            return Document(_id(doc[0]), _text(doc[1]), _score(doc[2]) if len(doc) == 3 else None)
         if len(doc) == 2 and _score(doc[1]) is not None:  # (document, score)
             inner = to_document(doc[0])
             return Document(inner.id, inner.text, _score(doc[1]), inner.metadata)

@@ -194,3 +194,27 @@ def test_a_lone_surrogate_in_a_text_does_not_corrupt_the_request(chdb_store: Any
     # the passage's content hash is of the text as sent, so the collector's check accepts it
     (doc,) = got["caf? menu"].retrieved
     assert doc.id == "p0" and doc.content == "passage about caf? menu"
+
+
+def test_passage_text_given_as_bytes_is_its_text(chdb_store: Any, tmp_path: Path) -> None:
+    release = f"bytes-{uuid.uuid4().hex[:8]}"
+
+    @ragtrace.retriever
+    def search(query: str) -> list[Any]:
+        # what a store client returning raw values hands back
+        return [{"id": "d0", "text": "caf\u00e9 au lait".encode()}, ("d1", b"second passage"), b"third passage"]
+
+    @ragtrace.pipeline
+    def answer(query: str) -> str:
+        search(query)
+        return "an answer"
+
+    with running(chdb_store, str(tmp_path / "spool")) as (url, app):
+        ragtrace.configure(endpoint=url, service="svc", release=release, schedule_delay_ms=50)
+        answer("q")
+        _stored(chdb_store, release, 1)
+        assert app.state.writer.flush(30)
+        (rec,) = chdb_store.read_traces(release=release, with_content=True)
+    # before: "b'caf\\xc3\\xa9 au lait'" (the bytes' repr), and the tuple and bare bytes were no document
+    assert [d.content for d in rec.retrieved] == ["caf\u00e9 au lait", "second passage", "third passage"]
+    assert [d.id for d in rec.retrieved][:2] == ["d0", "d1"]
