@@ -266,6 +266,28 @@ def test_gold_ids_of_other_types_are_stored_or_told_to_the_sender(chdb_store: An
     assert got == {"int": ("17",), "ints": ("17", "42"), "bool": ("99",), "double": ()}
 
 
+def test_a_feedback_score_outside_its_range_is_told_to_the_sender(chdb_store: Any, tmp_path: Path) -> None:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+    tenant = _tenant()
+    tr = T.standard_trace(T.corpus(25, size=60), 3)
+    feedback = [T.SpanSpec(os.urandom(16).hex(), os.urandom(8).hex(), "fb",
+                           {sc.ANNOTATES_TRACE_ID: tr.trace_id, sc.ANNOTATION_KIND: "feedback",
+                            sc.FEEDBACK_SCORE: score, sc.FEEDBACK_COMMENT: comment})
+                for score, comment in ((7.0, "seven stars"), ("0.5", "as text"), (0.25, "fine"))]
+    with running(chdb_store, str(tmp_path / "spool"), tokens={"k": tenant}) as (url, app):
+        resp = _post(url, T.request([*tr.spans(), *feedback]), "k")
+        assert resp.status_code == 200
+        assert app.state.writer.flush(30)
+    partial = ExportTraceServiceResponse.FromString(resp.content).partial_success
+    assert "ragtrace.feedback.score must be a number in [0, 1]" in partial.error_message
+    assert "got '7.0'" in partial.error_message and "got '0.5'" in partial.error_message
+    rows = chdb_store.query_rows(f"SELECT comment, score FROM {chdb_store.table('feedback')} FINAL "
+                                 "WHERE tenant = {t:String} ORDER BY comment", {"t": tenant})
+    # before: 7.0 was stored as a score the SDK's contract ([0, 1]) never allows, and neither was told
+    assert rows == [("as text", None), ("fine", 0.25), ("seven stars", None)]
+
+
 @pytest.mark.parametrize("options", [b"[1]", b"{bad"])
 def test_audit_route_validates_its_body(chdb_store: Any, tmp_path: Path, options: bytes) -> None:
     with running(chdb_store, str(tmp_path / "spool")) as (url, _):

@@ -762,8 +762,12 @@ def _annotation(rows: Rows, tenant: str, span_id: str, other: dict[str, Any], an
     elif kind == "feedback":
         raw = other.get(sc.FEEDBACK_SCORE)
         score = float(raw) if isinstance(raw, (int, float)) and not isinstance(raw, bool) else None
-        if score is not None and not (score == score and abs(score) != float("inf")):
+        if score is not None and not 0.0 <= score <= 1.0:  # NaN fails this too
             score = None
+        if raw is not None and score is None:
+            # the comment is kept; the sender hears why the score is not (the SDK refuses it itself)
+            rows.note(f"{sc.FEEDBACK_SCORE} must be a number in [0, 1] (True/False as 1/0 in the SDK); got "
+                      f"{str(raw)[:40]!r}: the feedback is stored without its score")
         fb = c["feedback"]
         fb["tenant"].append(tenant)
         fb["trace_id"].append(annotated)
