@@ -118,7 +118,7 @@ class Flattener:
         self._content_label = str(settings.content)
         self._redact: Redactor | None = settings.redact
         self._keys: dict[tuple[str, int], tuple[str, str, str, str, str]] = {}
-        self._stacks: dict[int, str] = {}
+        self._stacks: dict[int, tuple[BaseException, str]] = {}
 
     def flatten(self, records: Sequence[SpanRecord]) -> tuple[list[FlatSpan], int]:
         """Returns the flattened spans and the number of records that failed."""
@@ -213,10 +213,11 @@ class Flattener:
     def _error_event(self, rec: SpanRecord) -> FlatEvent:
         exc = rec.error
         assert exc is not None
-        stack = self._stacks.get(id(exc))  # the records of this batch keep exc alive: ids stay unique
-        if stack is None:
-            stack = self._stacks[id(exc)] = _stack(exc)
-        return _error_event(rec, stack)
+        # keyed by id, the exception held beside its stack: a freed one's id could be another's
+        cached = self._stacks.get(id(exc))
+        if cached is None:
+            cached = self._stacks[id(exc)] = (exc, _stack(exc))
+        return _error_event(rec, cached[1])
 
     def _text(self, attrs: dict[str, AttrValue], key: str, value: object) -> None:
         text = value if isinstance(value, str) else answer_text(value)
