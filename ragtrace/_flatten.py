@@ -224,32 +224,31 @@ class Flattener:
         if text is None:
             return
         if self._redact is not None:
-            try:
-                text = self._redact(text)
-            except Exception as exc:
-                log_once("redact", "ragtrace: redact raised %r; the text was left out", exc)
-                return
-            if not isinstance(text, str):  # it would fail the encoding of the whole export request
-                log_once("redact-type", "ragtrace: redact returned %s, not a str; the text was left out",
-                         type(text).__name__)
+            text = self._redacted(text)
+            if text is None:
                 return
         attrs[key] = text
+
+    def _redacted(self, text: str) -> str | None:
+        """``redact`` applied to ``text``; None (the text left out) when it raises or returns
+        anything but a str, which would fail the encoding of the whole export request."""
+        assert self._redact is not None
+        try:
+            out = self._redact(text)
+        except Exception as exc:
+            log_once("redact", "ragtrace: redact raised %r; the text was left out", exc)
+            return None
+        if not isinstance(out, str):
+            log_once("redact-type", "ragtrace: redact returned %s, not a str; the text was left out",
+                     type(out).__name__)
+            return None
+        return out
 
     def _passage(self, raw: str, texts: dict[str, tuple[str | None, str | None]]) -> tuple[str | None, str | None]:
         cached = texts.get(raw)
         if cached is not None:
             return cached
-        text: str | None = raw
-        if self._redact is not None:
-            try:
-                text = self._redact(raw)
-            except Exception as exc:
-                log_once("redact", "ragtrace: redact raised %r; the text was left out", exc)
-                text = None
-            if text is not None and not isinstance(text, str):
-                log_once("redact-type", "ragtrace: redact returned %s, not a str; the text was left out",
-                         type(text).__name__)
-                text = None
+        text = self._redacted(raw) if self._redact is not None else raw
         # the bytes the encoder sends (a lone surrogate becomes "?"), so the collector's check holds
         digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest() if text is not None else None
         texts[raw] = (text, digest)
