@@ -146,41 +146,18 @@ class Encoder:
 _RETRYABLE: Final = frozenset({429, 502, 503, 504})
 
 
-def _read_varint(raw: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(raw) or shift > 63:
-            raise ValueError("truncated varint")
-        byte = raw[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            return value, pos
-
-
 def status_message(raw: bytes) -> str | None:
-    """The ``message`` (field 2) of a protobuf ``google.rpc.Status``, the body an OTLP/HTTP
-    collector refuses a protobuf request with; None when ``raw`` is not one."""
-    pos, message = 0, None
+    """The ``message`` of a protobuf ``google.rpc.Status``, the body an OTLP/HTTP collector refuses
+    a protobuf request with; None when ``raw`` is not one or has no message."""
+    # imported here: only a refused export needs it (googleapis-common-protos comes with the
+    # OpenTelemetry OTLP exporter, a dependency of the SDK)
+    from google.protobuf.message import DecodeError
+    from google.rpc.status_pb2 import Status
+
     try:
-        while pos < len(raw):
-            tag, pos = _read_varint(raw, pos)
-            wire = tag & 7
-            if wire == 0:
-                _, pos = _read_varint(raw, pos)
-            elif wire == 2:
-                size, pos = _read_varint(raw, pos)
-                if pos + size > len(raw):
-                    return None
-                if tag >> 3 == 2:
-                    message = raw[pos:pos + size].decode("utf-8", "replace")
-                pos += size
-            else:
-                return None
-    except ValueError:
+        return Status.FromString(raw).message or None
+    except DecodeError:
         return None
-    return message
 
 
 class OtlpHttpSink:
