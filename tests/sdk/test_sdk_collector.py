@@ -20,6 +20,7 @@ def _stored(store: Any, release: str, n: int, timeout: float = 30.0) -> dict[str
         got = {r.query: r for r in store.read_traces(release=release)}
         if len(got) >= n or time.monotonic() > deadline:
             return got
+        # the collector writes in batches (about a second); poll the real store until it holds them
         time.sleep(0.1)
 
 
