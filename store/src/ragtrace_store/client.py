@@ -74,12 +74,26 @@ class Store:
         self.variant = variant
         self.cluster = cluster
         self._arrow_ok = True
+        if variant == "cluster":
+            # Every `IN (subquery)` and JOIN over a Distributed table means what it means on one
+            # node: its subquery reads every shard, once, on the node that asks (GLOBAL). The
+            # engine's default, 'deny', refuses such a query on any cluster of two shards or more;
+            # 'local' would read each shard's own rows only, which is right only for tables sharded
+            # alike, so the readers that can rely on that name the local table (`local_table`).
+            client.set_client_setting("distributed_product_mode", "global")
         # clickhouse-connect clients are not safe for concurrent use; chDB even less so.
         self.lock = threading.RLock()
 
     # --- plumbing -------------------------------------------------------------------------
     def table(self, name: str) -> str:
         return f"{self.database}.{name}"
+
+    def local_table(self, name: str) -> str:
+        """The table holding this node's rows of ``name``: on a cluster its ``<name>_local`` (under a
+        Distributed ``<name>``), else the table itself. Only for a subquery whose rows sit on the
+        same shard as the rows it is asked about (one trace's rows: `ragtrace_store.roots.rows_of`),
+        so each shard answers it from its own rows, and the node that asks holds no set of them."""
+        return self.table(f"{name}_local" if self.variant == "cluster" else name)
 
     def command(self, sql: str, parameters: dict[str, Any] | None = None) -> Any:
         with self.lock:

@@ -81,8 +81,13 @@ def winners_sql(store: Store, columns: Sequence[str], where: Sequence[str], *, b
 def rows_of(store: Store, where: Sequence[str], *, tail: str = "") -> str:
     """The condition "a row of a trace that has a row matching ``where``" (``tail``: an ORDER BY /
     LIMIT for that inner query, e.g. the newest K). Every row of such a trace matches it, so
-    `winners_sql` over it decides each trace from all of its rows."""
-    inner = f"SELECT {TRACE_HASH} FROM {store.table('queries')} WHERE {' AND '.join(where)}"
+    `winners_sql` over it decides each trace from all of its rows.
+
+    On a cluster the subquery reads the shard's own rows (`Store.local_table`): ``queries`` is
+    sharded by trace id, so a trace's rows are all on one shard, and each shard finds its own traces
+    (with ``tail``, its own newest K: together a superset of the newest K, which the outer query
+    then takes) instead of the node that asks gathering every matching trace of every shard."""
+    inner = f"SELECT {TRACE_HASH} FROM {store.local_table('queries')} WHERE {' AND '.join(where)}"
     return f"{TRACE_HASH} IN ({inner}{' ' + tail if tail else ''})"
 
 

@@ -1,0 +1,148 @@
+"""The readers on a two-shard cluster of the real engine, beside the same data on one node.
+
+Run by tests/store/test_cluster_reads.py in a process of its own (an embedded engine takes its
+configuration once per process): ``python tests/store/cluster_engine.py DIR`` prints one JSON object,
+``{reader: [single-node result, cluster result]}``, each result a value or ``"error: ..."``.
+
+What is real: chDB's engine, its Distributed table engine, the schema `load_migrations("cluster")`
+generates (every ``_local`` table, projection and Distributed table), the default
+``distributed_product_mode = 'deny'``, and a cluster ``two`` of two shards, each read and written by
+the Distributed engine as a shard of its own. What is not: both shards are this one process (a
+replica on localhost is read in place, not over the network), so they share one set of ``_local``
+tables, and every row written once is read once by each shard, as if it had been written again on
+the other one. Readers that collapse a trace's rows by key, as every trace and label reader must
+(retried batches write rows twice on one node too), return the single-node result anyway; a raw
+count of rows would be doubled. Replicated engines and ``ON CLUSTER`` need Keeper, which no package
+here provides: they are rewritten to the plain engine and a local statement.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import astuple
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+CLUSTER = "two"
+CONFIG = f"""<clickhouse>
+  <!-- a replica on this host and port is the engine itself: read and written in place -->
+  <tcp_port>9000</tcp_port>
+  <remote_servers>
+    <{CLUSTER}>
+      <shard><replica><host>localhost</host><port>9000</port></replica></shard>
+      <shard><replica><host>127.0.0.1</host><port>9000</port></replica></shard>
+    </{CLUSTER}>
+  </remote_servers>
+</clickhouse>
+"""
+_REPLICATED = re.compile(r"Replicated(\w*MergeTree)\('/clickhouse/tables/\{shard\}/\{db\}/\w+', '\{replica\}'(?:, )?")
+TENANT = "cluster"
+
+
+def cluster_schema(client: Any, database: str) -> int:
+    """The generated clustered DDL, run on this one node (Keeper-less); returns the statements run."""
+    from ragtrace_store import load_migrations
+
+    client.command(f"CREATE DATABASE IF NOT EXISTS {database}")
+    n = 0
+    for mig in load_migrations("cluster"):
+        for stmt in mig.statements:
+            sql = _REPLICATED.sub(r"\1(", stmt.replace(" ON CLUSTER '{cluster}'", ""))
+            client.command(sql.replace("{cluster}", CLUSTER).replace("{db}", database))
+            n += 1
+    return n
+
+
+def main(where: Path) -> None:
+    import clickhouse_connect
+    from audit.fixtures import KeywordGrounding, scenario, write_traces
+
+    from ragtrace_evaluator.audit.run import run_audit
+    from ragtrace_evaluator.audit.sampling import SamplePlan, select_sample
+    from ragtrace_evaluator.compare.records import load_pair, releases_manifests
+    from ragtrace_review.trace_list import TraceListQuery, list_traces
+    from ragtrace_store import Store, TraceFilter, count_traces, read_labels
+
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "config.xml").write_text(CONFIG)
+    client = clickhouse_connect.get_client(interface="chdb", path=str(where / "data"), tz_mode="aware",
+                                           chdb_options={"config-file": str(where / "config.xml")})
+    # a write through the Distributed table reaches its shard before the statement returns
+    client.set_client_setting("distributed_foreground_insert", 1)
+    shards = client.query(f"SELECT count(), sum(is_local) FROM system.clusters WHERE cluster = '{CLUSTER}'")
+    single = Store(client, "single", location="single", embedded=True)
+    single.migrate()
+    statements = cluster_schema(client, "ragtrace")
+    cluster = Store(client, "ragtrace", location="cluster", embedded=True, variant="cluster", cluster=CLUSTER)
+
+    # two releases asking the same questions (query ids shared, so compare pairs them); the same
+    # traces again under a second root claimant (an HTTP span, priority 1), as retried batches leave them
+    traces = []
+    for i in range(3):
+        for release in ("r1", "r2"):
+            for name, tr in scenario(f"{release}-{i}", release=release).items():
+                tr.query_id = f"q-{i}-{name}"
+                tr.start = datetime(2026, 11, 1, 12, tzinfo=UTC) + timedelta(minutes=10 * i)
+                traces.append(tr)
+    for st in (single, cluster):
+        write_traces(st, TENANT, traces, root_priority=3)
+        write_traces(st, TENANT, traces[:8], root_priority=1)
+        for release in ("r1", "r2"):
+            run_audit(st, tenant=TENANT, release=release, grounding=KeywordGrounding(), relevance_labeller=None)
+
+    everyone, r2 = TraceFilter(tenant=TENANT), TraceFilter(tenant=TENANT, release="r2")
+    window = TraceFilter(tenant=TENANT, since=datetime(2026, 11, 1, 12, 5, tzinfo=UTC),
+                         until=datetime(2026, 11, 1, 12, 25, tzinfo=UTC))
+
+    def compare(st: Store) -> Any:
+        found = releases_manifests(st, ["r1", "r2"], tenant=TENANT)
+        a, b = load_pair(st, ("r1", found["r1"][0]), ("r2", found["r2"][0]), tenant=TENANT)
+        return [sorted((x.query_id, x.trace_id, x.failure_mode, x.passed) for x in side.labels)
+                for side in (a, b)] + [sorted((*a.unpaired, *b.unpaired))]
+
+    readers: dict[str, Callable[[Store], Any]] = {
+        "read_traces": lambda st: sorted((r.trace_id, r.release, r.query_id) for r in st.read_traces(tenant=TENANT)),
+        "read_traces release, limit": lambda st: [r.trace_id for r in st.read_traces(tenant=TENANT, release="r1",
+                                                                                       limit=5)],
+        "read_traces with content": lambda st: sorted(
+            (r.trace_id, [d.content for d in r.retrieved], [d.id for d in r.context])
+            for r in st.read_traces(tenant=TENANT, with_content=True)),
+        "count_traces release": lambda st: astuple(count_traces(st, r2)),
+        "count_traces window": lambda st: astuple(count_traces(st, window)),
+        "sample rate": lambda st: select_sample(st, everyone, SamplePlan(rate=0.5)).trace_ids,
+        "sample N": lambda st: select_sample(st, everyone, SamplePlan(sample=7)).trace_ids,
+        "sample per release": lambda st: select_sample(st, everyone, SamplePlan(sample=4, stratify=("release",))
+                                                       ).trace_ids,
+        "sample per release, shard 1/2": lambda st: select_sample(
+            st, everyone, SamplePlan(sample=4, stratify=("release",), shard=(1, 2))).trace_ids,
+        "sample of a release": lambda st: select_sample(st, r2, SamplePlan(sample=5)).trace_ids,
+        "sample of a window": lambda st: select_sample(st, window, SamplePlan(rate=1.0)).trace_ids,
+        "read_labels": lambda st: sorted((r.trace_id, r.release, r.failure_mode.value)
+                                         for r in read_labels(st, tenant=TENANT)),
+        "compare's read": compare,
+        "trace list, release": lambda st: [(r.trace_id, r.failure_mode) for r in list_traces(
+            st, TraceListQuery(tenant=TENANT, release="r2", limit=6)).rows],
+        "trace list, window, a mode": lambda st: [r.trace_id for r in list_traces(
+            st, TraceListQuery(tenant=TENANT, since=window.since, until=window.until, mode="fabrication",
+                               manifest_id=releases_manifests(st, ["r1"], tenant=TENANT)["r1"][0])).rows],
+    }
+    out: dict[str, Any] = {"_shards": list(shards.result_rows[0]), "_statements": statements}
+    for name, read in readers.items():
+        got = []
+        for st in (single, cluster):
+            try:
+                got.append(json.loads(json.dumps(read(st), default=str)))
+            except Exception as exc:  # reported, so the test names the reader and the engine's reason
+                got.append(f"error: {str(exc).splitlines()[0][:400]}")
+        out[name] = got
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
