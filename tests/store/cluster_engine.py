@@ -45,13 +45,16 @@ _REPLICATED = re.compile(r"Replicated(\w*MergeTree)\('/clickhouse/tables/\{shard
 TENANT = "cluster"
 
 
-def cluster_schema(client: Any, database: str) -> int:
-    """The generated clustered DDL, run on this one node (Keeper-less); returns the statements run."""
+def cluster_schema(client: Any, database: str, versions: range) -> int:
+    """The generated clustered DDL of ``versions``, run on this one node (Keeper-less); returns the
+    statements run."""
     from ragtrace_store import load_migrations
 
     client.command(f"CREATE DATABASE IF NOT EXISTS {database}")
     n = 0
     for mig in load_migrations("cluster"):
+        if mig.version not in versions:
+            continue
         for stmt in mig.statements:
             sql = _REPLICATED.sub(r"\1(", stmt.replace(" ON CLUSTER '{cluster}'", ""))
             client.command(sql.replace("{cluster}", CLUSTER).replace("{db}", database))
@@ -78,7 +81,8 @@ def main(where: Path) -> None:
     shards = client.query(f"SELECT count(), sum(is_local) FROM system.clusters WHERE cluster = '{CLUSTER}'")
     single = Store(client, "single", location="single", embedded=True)
     single.migrate()
-    statements = cluster_schema(client, "ragtrace")
+    # the cluster's store is written by the schema before migration 0005 (the read keys), then migrated
+    statements = cluster_schema(client, "ragtrace", range(1, 5))
     cluster = Store(client, "ragtrace", location="cluster", embedded=True, variant="cluster", cluster=CLUSTER)
 
     # two releases asking the same questions (query ids shared, so compare pairs them); the same
@@ -93,6 +97,11 @@ def main(where: Path) -> None:
     for st in (single, cluster):
         write_traces(st, TENANT, traces, root_priority=3)
         write_traces(st, TENANT, traces[:8], root_priority=1)
+    # MATERIALIZE PROJECTION is a background mutation: waited for, so the check of its parts below
+    # does not race it (readers are right either way: a part without its projection is read in order)
+    client.set_client_setting("mutations_sync", 2)
+    statements += cluster_schema(client, "ragtrace", range(5, 10_000))
+    for st in (single, cluster):
         for release in ("r1", "r2"):
             run_audit(st, tenant=TENANT, release=release, grounding=KeywordGrounding(), relevance_labeller=None)
 
@@ -132,7 +141,11 @@ def main(where: Path) -> None:
             st, TraceListQuery(tenant=TENANT, since=window.since, until=window.until, mode="fabrication",
                                manifest_id=releases_manifests(st, ["r1"], tenant=TENANT)["r1"][0])).rows],
     }
-    out: dict[str, Any] = {"_shards": list(shards.result_rows[0]), "_statements": statements}
+    # migration 0005's projections exist on the local tables: the parts written before it have them now
+    projected = client.query("SELECT groupUniqArray(name) FROM system.projection_parts WHERE database = 'ragtrace' "
+                             "AND table = 'queries_local' AND active").result_rows[0][0]
+    out: dict[str, Any] = {"_shards": list(shards.result_rows[0]), "_statements": statements,
+                           "_projections": sorted(projected)}
     for name, read in readers.items():
         got = []
         for st in (single, cluster):

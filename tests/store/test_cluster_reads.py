@@ -36,6 +36,12 @@ def test_the_cluster_has_two_shards_read_in_place(side_by_side: dict[str, Any]) 
     assert side_by_side["_statements"] > 40  # the whole generated schema ran
 
 
+def test_migration_0005_on_the_cluster_keys_the_rows_written_before_it(side_by_side: dict[str, Any]) -> None:
+    # the traces were written by the schema before 0005, which then ran (ALTER ... MATERIALIZE
+    # PROJECTION on queries_local); the readers below use those keys
+    assert side_by_side["_projections"] == ["by_hash", "by_time"]
+
+
 READERS = ["read_traces", "read_traces release, limit", "read_traces with content", "count_traces release",
            "count_traces window", "sample rate", "sample N", "sample per release", "sample per release, shard 1/2",
            "sample of a release", "sample of a window", "read_labels", "compare's read", "trace list, release",
