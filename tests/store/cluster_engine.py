@@ -69,6 +69,9 @@ def main(where: Path) -> None:
     from ragtrace_evaluator.audit.run import run_audit
     from ragtrace_evaluator.audit.sampling import SamplePlan, select_sample
     from ragtrace_evaluator.compare.records import load_pair, releases_manifests
+    from ragtrace_review.auth import add_reviewer
+    from ragtrace_review.queues import enqueue, get_item, next_item, progress, record_decision
+    from ragtrace_review.series import dashboard_series
     from ragtrace_review.trace_list import TraceListQuery, list_traces
     from ragtrace_store import Store, TraceFilter, count_traces, read_labels
 
@@ -115,6 +118,30 @@ def main(where: Path) -> None:
         return [sorted((x.query_id, x.trace_id, x.failure_mode, x.passed) for x in side.labels)
                 for side in (a, b)] + [sorted((*a.unpaired, *b.unpaired))]
 
+    def review(st: Store) -> Any:
+        # a queue of r1's labels for two reviewers each, worked to the end by three reviewers
+        added = enqueue(st, "k2", None, per_mode=3, reviewers=2, tenant=TENANT,
+                        manifest_id=releases_manifests(st, ["r1"], tenant=TENANT)["r1"][0]).total_added
+        decided: dict[str, list[str]] = {}
+        for name in ("alice", "bob", "carol"):
+            reviewer, _token = add_reviewer(st, name, tenant=TENANT)
+            decided[name] = []
+            while (t := next_item(st, reviewer, "k2")) is not None:
+                item = get_item(st, tenant=TENANT, queue="k2", trace_id=t)
+                assert item is not None
+                gen = item.record.generation
+                record_decision(st, reviewer, "k2", t, failure_mode="ok",
+                                claims=["entailed"] * (len(gen.claims) if gen is not None else 0))
+                decided[name].append(t)
+        # progress() counts the queue's rows, which both shards here read (each item twice): its
+        # numbers are doubled on this cluster, not on a real one, so only the items it finds complete
+        return [added, sorted(decided["alice"]), sorted(decided["bob"]), decided["carol"],
+                progress(st, tenant=TENANT, queue="k2").complete]
+
+    def dashboard(st: Store) -> Any:
+        series = dashboard_series(st, tenant=TENANT, manifest_id=releases_manifests(st, ["r2"], tenant=TENANT)["r2"][0])
+        return [series.bucket, list(series.releases), [repr(b) for b in series.buckets]]
+
     readers: dict[str, Callable[[Store], Any]] = {
         "read_traces": lambda st: sorted((r.trace_id, r.release, r.query_id) for r in st.read_traces(tenant=TENANT)),
         "read_traces release, limit": lambda st: [r.trace_id for r in st.read_traces(tenant=TENANT, release="r1",
@@ -140,6 +167,8 @@ def main(where: Path) -> None:
         "trace list, window, a mode": lambda st: [r.trace_id for r in list_traces(
             st, TraceListQuery(tenant=TENANT, since=window.since, until=window.until, mode="fabrication",
                                manifest_id=releases_manifests(st, ["r1"], tenant=TENANT)["r1"][0])).rows],
+        "the dashboard's series": dashboard,
+        "a review queue worked to the end": review,
     }
     # migration 0005's projections exist on the local tables: the parts written before it have them now
     projected = client.query("SELECT groupUniqArray(name) FROM system.projection_parts WHERE database = 'ragtrace' "

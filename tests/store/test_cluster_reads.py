@@ -45,7 +45,7 @@ def test_migration_0005_on_the_cluster_keys_the_rows_written_before_it(side_by_s
 READERS = ["read_traces", "read_traces release, limit", "read_traces with content", "count_traces release",
            "count_traces window", "sample rate", "sample N", "sample per release", "sample per release, shard 1/2",
            "sample of a release", "sample of a window", "read_labels", "compare's read", "trace list, release",
-           "trace list, window, a mode"]
+           "trace list, window, a mode", "the dashboard's series", "a review queue worked to the end"]
 
 
 @pytest.mark.parametrize("reader", READERS)
