@@ -43,6 +43,7 @@ CONFIG = f"""<clickhouse>
 """
 _REPLICATED = re.compile(r"Replicated(\w*MergeTree)\('/clickhouse/tables/\{shard\}/\{db\}/\w+', '\{replica\}'(?:, )?")
 TENANT = "cluster"
+COLLECTED = "cluster-otlp"  # the tenant of the traces written through the collector
 
 
 def cluster_schema(client: Any, database: str, versions: range) -> int:
@@ -60,6 +61,26 @@ def cluster_schema(client: Any, database: str, versions: range) -> int:
             client.command(sql.replace("{cluster}", CLUSTER).replace("{db}", database))
             n += 1
     return n
+
+
+def collect(store: Any, spool: Path) -> None:
+    """Twelve SDK-shaped traces (candidates, rerank, context, answer) through the collector's writer."""
+    import otlp_builders as otlp
+    from ragtrace_collector.ingest import decode_and_assemble
+    from ragtrace_collector.metrics import Metrics
+    from ragtrace_collector.spool import Spool
+    from ragtrace_collector.writer import Writer
+
+    docs = otlp.corpus(40, size=200)
+    traces = [otlp.standard_trace(docs, i, trace_id=f"{i + 1:032x}", gold=[docs[i].id]) for i in range(12)]
+    body = otlp.request([span for tr in traces for span in tr.spans()]).SerializeToString()
+    received_ms = int(datetime(2026, 11, 2, tzinfo=UTC).timestamp() * 1000)
+    rows, spooled = decode_and_assemble(body, "application/x-protobuf", None, COLLECTED, received_ms, 1 << 26)
+    writer = Writer(store, Spool(spool, max_bytes=1 << 26), Metrics())
+    writer.start()
+    writer.submit(COLLECTED, received_ms, spooled, rows)
+    if not writer.flush(60) or not writer.stop():
+        raise RuntimeError(f"the collector's writer did not write its batch to {store.database}")
 
 
 def main(where: Path) -> None:
@@ -104,6 +125,9 @@ def main(where: Path) -> None:
     # does not race it (readers are right either way: a part without its projection is read in order)
     client.set_client_setting("mutations_sync", 2)
     statements += cluster_schema(client, "ragtrace", range(5, 10_000))
+    # and OTLP spans as the collector writes them (its native walk, its writer: Arrow inserts)
+    for st in (single, cluster):
+        collect(st, where / f"spool-{st.database}")
     for st in (single, cluster):
         for release in ("r1", "r2"):
             run_audit(st, tenant=TENANT, release=release, grounding=KeywordGrounding(), relevance_labeller=None)
@@ -144,6 +168,10 @@ def main(where: Path) -> None:
 
     readers: dict[str, Callable[[Store], Any]] = {
         "read_traces": lambda st: sorted((r.trace_id, r.release, r.query_id) for r in st.read_traces(tenant=TENANT)),
+        "the collector's traces, read": lambda st: sorted(
+            (r.trace_id, r.query_id, [d.content for d in r.retrieved], [d.id for d in r.reranked],
+             [d.id for d in r.context], r.answer, sorted(r.gold_ids))
+            for r in st.read_traces(tenant=COLLECTED, with_content=True)),
         "read_traces release, limit": lambda st: [r.trace_id for r in st.read_traces(tenant=TENANT, release="r1",
                                                                                        limit=5)],
         "read_traces with content": lambda st: sorted(
