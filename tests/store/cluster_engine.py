@@ -66,6 +66,7 @@ def cluster_schema(client: Any, database: str, versions: range) -> int:
 def collect(store: Any, spool: Path) -> None:
     """Twelve SDK-shaped traces (candidates, rerank, context, answer) through the collector's writer."""
     import otlp_builders as otlp
+
     from ragtrace_collector.ingest import decode_and_assemble
     from ragtrace_collector.metrics import Metrics
     from ragtrace_collector.spool import Spool

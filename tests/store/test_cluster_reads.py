@@ -42,10 +42,26 @@ def test_migration_0005_on_the_cluster_keys_the_rows_written_before_it(side_by_s
     assert side_by_side["_projections"] == ["by_hash", "by_time"]
 
 
-READERS = ["read_traces", "the collector's traces, read", "read_traces release, limit", "read_traces with content", "count_traces release",
-           "count_traces window", "sample rate", "sample N", "sample per release", "sample per release, shard 1/2",
-           "sample of a release", "sample of a window", "read_labels", "compare's read", "trace list, release",
-           "trace list, window, a mode", "the dashboard's series", "a review queue worked to the end"]
+READERS = [
+    "read_traces",
+    "the collector's traces, read",
+    "read_traces release, limit",
+    "read_traces with content",
+    "count_traces release",
+    "count_traces window",
+    "sample rate",
+    "sample N",
+    "sample per release",
+    "sample per release, shard 1/2",
+    "sample of a release",
+    "sample of a window",
+    "read_labels",
+    "compare's read",
+    "trace list, release",
+    "trace list, window, a mode",
+    "the dashboard's series",
+    "a review queue worked to the end",
+]
 
 
 @pytest.mark.parametrize("reader", READERS)
