@@ -34,6 +34,7 @@ def test_the_cluster_has_two_shards_read_in_place(side_by_side: dict[str, Any]) 
     # two shards, both this engine: what makes the Distributed engine plan a distributed query
     assert side_by_side["_shards"] == [2, 2]
     assert side_by_side["_statements"] > 40  # the whole generated schema ran
+    assert sorted(READERS) == sorted(k for k in side_by_side if not k.startswith("_"))  # each reader is checked
 
 
 def test_migration_0005_on_the_cluster_keys_the_rows_written_before_it(side_by_side: dict[str, Any]) -> None:
