@@ -108,7 +108,10 @@ def main(where: Path) -> None:
     single.migrate()
     # the cluster's store is written by the schema before migration 0005 (the read keys), then migrated
     statements = cluster_schema(client, "ragtrace", range(1, 5))
-    cluster = Store(client, "ragtrace", location="cluster", embedded=True, variant="cluster", cluster=CLUSTER)
+    # opened as the commands that read open it, without saying it is a cluster (as `open_store`
+    # does for a server); it finds out from its tables once they exist
+    cluster = Store(client, "ragtrace", location="cluster", embedded=True)
+    adopted = [cluster.adopt_cluster(), cluster.variant, cluster.cluster]
 
     # two releases asking the same questions (query ids shared, so compare pairs them); the same
     # traces again under a second root claimant (an HTTP span, priority 1), as retried batches leave them
@@ -202,7 +205,7 @@ def main(where: Path) -> None:
     # migration 0005's projections exist on the local tables: the parts written before it have them now
     projected = client.query("SELECT groupUniqArray(name) FROM system.projection_parts WHERE database = 'ragtrace' "
                              "AND table = 'queries_local' AND active").result_rows[0][0]
-    out: dict[str, Any] = {"_shards": list(shards.result_rows[0]), "_statements": statements,
+    out: dict[str, Any] = {"_shards": list(shards.result_rows[0]), "_statements": statements, "_adopted": adopted,
                            "_projections": sorted(projected)}
     for name, read in readers.items():
         got = []

@@ -34,6 +34,8 @@ def test_the_cluster_has_two_shards_read_in_place(side_by_side: dict[str, Any]) 
     # two shards, both this engine: what makes the Distributed engine plan a distributed query
     assert side_by_side["_shards"] == [2, 2]
     assert side_by_side["_statements"] > 40  # the whole generated schema ran
+    # a store opened without a variant reads as the cluster its tables say it is
+    assert side_by_side["_adopted"] == [True, "cluster", "two"]
     assert sorted(READERS) == sorted(k for k in side_by_side if not k.startswith("_"))  # each reader is checked
 
 

@@ -25,6 +25,8 @@ from ragtrace_store.records import TraceRecord
 ENV_STORE = "RAGTRACE_STORE"
 DEFAULT_DATABASE = "ragtrace"
 _DB_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: a Distributed table's engine as system.tables.engine_full shows it; the cluster's name
+_DISTRIBUTED = re.compile(r"^Distributed\('?([A-Za-z_][A-Za-z0-9_]*)'?\s*,")
 
 
 def arrow_table(columns: dict[str, list[Any]], time_columns: frozenset[str] = frozenset()) -> Any:
@@ -74,15 +76,36 @@ class Store:
         self.variant = variant
         self.cluster = cluster
         self._arrow_ok = True
-        if variant == "cluster":
-            # Every `IN (subquery)` and JOIN over a Distributed table means what it means on one
-            # node: its subquery reads every shard, once, on the node that asks (GLOBAL). The
-            # engine's default, 'deny', refuses such a query on any cluster of two shards or more;
-            # 'local' would read each shard's own rows only, which is right only for tables sharded
-            # alike, so the readers that can rely on that name the local table (`local_table`).
-            client.set_client_setting("distributed_product_mode", "global")
         # clickhouse-connect clients are not safe for concurrent use; chDB even less so.
         self.lock = threading.RLock()
+        if variant == "cluster":
+            self._read_as_cluster()
+
+    def _read_as_cluster(self) -> None:
+        # Every `IN (subquery)` and JOIN over a Distributed table means what it means on one node:
+        # its subquery reads every shard, once, on the node that asks (GLOBAL). The engine's
+        # default, 'deny', refuses such a query on any cluster of two shards or more; 'local' would
+        # read each shard's own rows only, which is right only for tables sharded alike, so the
+        # readers that can rely on that name the local table (`local_table`).
+        self.client.set_client_setting("distributed_product_mode", "global")
+
+    def adopt_cluster(self) -> bool:
+        """Read this store as the cluster it is when its ``queries`` is a Distributed table (what
+        ``store migrate --variant cluster`` creates), whatever the caller assumed: commands that read
+        (``audit``, ``compare``, ``traces``) are not told the variant. True when it is one."""
+        if self.variant == "cluster":
+            return True
+        try:
+            rows = self.query_rows("SELECT engine_full FROM system.tables WHERE database = {d:String} "
+                                   "AND name = 'queries'", {"d": self.database})
+        except Exception:  # no schema yet, or no right to read system tables: the caller's variant stands
+            return False
+        found = _DISTRIBUTED.match(str(rows[0][0])) if rows else None
+        if found is None:
+            return False
+        self.variant, self.cluster = "cluster", found.group(1)
+        self._read_as_cluster()
+        return True
 
     # --- plumbing -------------------------------------------------------------------------
     def table(self, name: str) -> str:
@@ -266,6 +289,7 @@ def open_store(store: str | os.PathLike[str] | None = None, *, migrate: bool = T
         except Exception as exc:
             raise StoreError(f"cannot reach the ClickHouse server at {url.hostname}:{url.port}: {exc}") from exc
         st = Store(client, database, location=_redacted(location), embedded=False, variant=variant, cluster=cluster)
+        st.adopt_cluster()
     else:
         path = Path(location).expanduser()
         if variant == "cluster":
