@@ -27,8 +27,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 CLUSTER = "two"
 CONFIG = f"""<clickhouse>
   <!-- a replica on this host and port is the engine itself: read and written in place -->
@@ -41,7 +39,8 @@ CONFIG = f"""<clickhouse>
   </remote_servers>
 </clickhouse>
 """
-_REPLICATED = re.compile(r"Replicated(\w*MergeTree)\('/clickhouse/tables/\{shard\}/\{db\}/\w+', '\{replica\}'(?:, )?")
+#: a replicated engine's clause, ``Replicated<X>MergeTree(path, replica, ``: what needs Keeper
+REPLICATED = re.compile(r"\bReplicated(\w*MergeTree)\('((?:[^'\\]|\\.)*)', '((?:[^'\\]|\\.)*)'(?:, )?")
 TENANT = "cluster"
 COLLECTED = "cluster-otlp"  # the tenant of the traces written through the collector
 
@@ -57,7 +56,7 @@ def cluster_schema(client: Any, database: str, versions: range) -> int:
         if mig.version not in versions:
             continue
         for stmt in mig.statements:
-            sql = _REPLICATED.sub(r"\1(", stmt.replace(" ON CLUSTER '{cluster}'", ""))
+            sql = REPLICATED.sub(lambda m: f"{m.group(1)}(", stmt.replace(" ON CLUSTER '{cluster}'", ""))
             client.command(sql.replace("{cluster}", CLUSTER).replace("{db}", database))
             n += 1
     return n
@@ -219,4 +218,5 @@ def main(where: Path) -> None:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fixtures' modules
     main(Path(sys.argv[1]))

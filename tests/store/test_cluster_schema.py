@@ -1,10 +1,11 @@
 """The clustered schema is generated from the single-node DDL (`ragtrace_store.migrations`): on the real
 engine, the two agree column for column and setting for setting, and the check can fail.
 
-No ClickHouse cluster (Keeper, remote_servers) exists here, and embedded chDB knows no cluster at all
-(not even `test_shard_localhost`), so a Distributed table cannot be created. The check therefore
-applies the single-node DDL in one throwaway database and the clustered DDL in another after the one
-transformation this engine cannot run (``Replicated*MergeTree(path, replica, args)`` becomes
+No Keeper exists here, and the embedded store of this process knows no cluster (not even
+`test_shard_localhost`; tests/store/test_cluster_reads.py runs one of its own in another process,
+configured with a two-shard cluster, and the readers on it). The check therefore applies the
+single-node DDL in one throwaway database and the clustered DDL in another after the one
+transformation this engine cannot run without Keeper (``Replicated*MergeTree(path, replica, args)`` becomes
 ``*MergeTree(args)``, ``ON CLUSTER`` goes), compares `system.columns` and `system.tables` table by
 table, and checks each Distributed statement through the real parser (`formatQuerySingleLine`): its
 source table, its target, and a sharding key the engine types as an integer over the local table.
@@ -26,13 +27,14 @@ import pytest
 from ragtrace_store import StoreError, load_migrations
 from ragtrace_store.migrations import cluster_statements
 
+from .cluster_engine import REPLICATED as _REPLICATED
+
 CLUSTER = "ragtrace_cluster"
 RAGTRACE = str(Path(sys.executable).with_name("ragtrace"))
 
 _COLUMNS = ("name", "type", "position", "default_kind", "default_expression", "compression_codec", "comment")
 _TABLE = ("engine", "engine_full", "sorting_key", "partition_key", "primary_key", "sampling_key",
           "create_table_query")
-_REPLICATED = re.compile(r"\bReplicated(\w*MergeTree)\('((?:[^'\\]|\\.)*)', '((?:[^'\\]|\\.)*)'(?:, )?")
 _DISTRIBUTED = re.compile(r"^CREATE TABLE IF NOT EXISTS (\w+)\.(\w+) ON CLUSTER (\w+) AS (\w+)\.(\w+) "
                           r"ENGINE = Distributed\('(\w+)', '(\w+)', '(\w+)', (.+)\)$")
 _ALTER = re.compile(r"^ALTER TABLE (\w+)\.(\w+) ON CLUSTER (\w+) (.+)$")
