@@ -343,21 +343,38 @@ def test_bad_plans() -> None:
 
 
 def test_a_window_decides_from_the_root_rows_near_it(chdb_store: Any) -> None:
-    """A trace with two SDK roots three hours apart (two pipelines under one request, the later one
-    received last, so it wins the trace): a window around the first sees the trace by its first
-    root, a window around the second by the second, and no window both (ROOT_SPREAD is an hour)."""
+    """A trace with two SDK roots twenty minutes apart (two pipelines under one request, the later
+    one received last, so it wins the trace): a window around the first sees the trace by its first
+    root, a window around the second by the second, and no window both (ROOT_SPREAD is five
+    minutes). A root claimant within the spread but outside a window still decides: one three
+    minutes before it, outranking the root inside, keeps its trace out; one eight minutes before is
+    not read."""
     tenant = f"band-{uuid.uuid4().hex[:8]}"
     t = BASE + timedelta(days=2)
+    later = t + timedelta(minutes=20)
     rows = [Row("b" * 32, "s1", "qa", "r1", "/ask", t, 3, t + timedelta(seconds=1), "CHAIN"),
-            Row("b" * 32, "s2", "qa", "r2", "/ask", t + timedelta(hours=3), 3, t + timedelta(hours=3, seconds=1),
-                "CHAIN")]
+            Row("b" * 32, "s2", "qa", "r2", "/ask", later, 3, later + timedelta(seconds=1), "CHAIN")]
     _insert(chdb_store, tenant, rows, set())
-    first = TraceFilter(tenant=tenant, since=t - timedelta(minutes=5), until=t + timedelta(minutes=5))
-    later = t + timedelta(hours=3)
-    second = TraceFilter(tenant=tenant, since=later - timedelta(minutes=5), until=later + timedelta(minutes=5))
+    first = TraceFilter(tenant=tenant, since=t - timedelta(minutes=2), until=t + timedelta(minutes=2))
+    second = TraceFilter(tenant=tenant, since=later - timedelta(minutes=2), until=later + timedelta(minutes=2))
     for flt in (first, second):
         assert select_sample(chdb_store, flt, SamplePlan(rate=1.0)).trace_ids == ["b" * 32]
+        assert select_sample(chdb_store, flt, SamplePlan(sample=5)).trace_ids == ["b" * 32]
     assert select_sample(chdb_store, TraceFilter(tenant=tenant, release="r1"), SamplePlan(rate=1.0)).trace_ids == []
     assert select_sample(chdb_store, TraceFilter(tenant=tenant, release="r2"), SamplePlan(rate=1.0)).trace_ids == [
         "b" * 32]
+
+    # two more traces, each with an SDK root inside a window and a later-received one before it: three
+    # minutes before (within the spread: it wins, the trace is not the window's) and eight (beyond it:
+    # not read, so the root inside decides)
+    w0 = BASE + timedelta(days=3)
+    window = TraceFilter(tenant=tenant, since=w0, until=w0 + timedelta(minutes=10))
+    inside, seen = w0 + timedelta(minutes=1), w0 + timedelta(minutes=30)
+    _insert(chdb_store, tenant, [
+        Row("c" * 32, "s3", "qa", "r1", "/ask", inside, 3, inside + timedelta(seconds=1), "CHAIN"),
+        Row("c" * 32, "s4", "qa", "r1", "/ask", w0 - timedelta(minutes=3), 3, seen, "CHAIN"),
+        Row("d" * 32, "s5", "qa", "r1", "/ask", inside, 3, inside + timedelta(seconds=1), "CHAIN"),
+        Row("d" * 32, "s6", "qa", "r1", "/ask", w0 - timedelta(minutes=8), 3, seen, "CHAIN")], set())
+    for plan in (SamplePlan(rate=1.0), SamplePlan(sample=5)):
+        assert select_sample(chdb_store, window, plan).trace_ids == ["d" * 32]
 

@@ -13,7 +13,7 @@ property of the ids, not of the run: reruns, machines and shards agree.
   unsharded sample (every shard computes the same sample and keeps its part).
 
 Strata and filters are those of each trace's winning root row (`ragtrace_store.roots`; for a time
-window, among its root rows within an hour of the window, `ragtrace_store.roots.window_band`), and
+window, among its root rows within five minutes of the window, `ragtrace_store.roots.window_band`), and
 only queries are sampled (`ragtrace_store.traces.query_condition`), so the sample is what
 `read_traces` then reads.
 
