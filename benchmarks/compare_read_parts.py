@@ -1,0 +1,112 @@
+"""Where compare's read of two releases spends its time, beside its floor: the parts that exactness
+and `TraceLabel` objects cost, and the least the path could take with them.
+
+`benchmarks/store_scale.py` measures compare's read (``releases_manifests`` then ``load_pair``) against a
+bare SQL floor that reads the paired labels without deduplicating versions and hands Python tuples. This
+takes the same path apart on a store that script kept (``--keep``): the manifests read; the pairing
+query in the engine alone (``FORMAT Null``) and with its rows converted by the driver; Python's part
+(the rest of the path: checking each row and building its `TraceLabel`); and, for scale, building the
+same `TraceLabel` objects from those rows with no check at all (the least any reader returning them
+pays). The sum of the manifests, the pairing query with its rows and that least Python is a floor for
+any exact read that returns `TraceLabel` objects; its ratio to the bare floor says how near 2x that
+read can come without giving up exactness or the objects. Best of ``--runs`` each, alternated.
+
+    .venv/bin/python benchmarks/compare_read_parts.py DIR/10000000 [--runs 9]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from store_scale import TENANT, _floor_compare  # the same floor as store_scale's
+
+
+class _Capturing:
+    """The store, remembering the last query `load_pair` sent (to replay it alone)."""
+
+    def __init__(self, store: Any) -> None:
+        self._store, self.sql, self.params = store, "", {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def query_rows(self, sql: str, parameters: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        self.sql, self.params = sql, parameters or {}
+        return self._store.query_rows(sql, parameters)
+
+
+def main() -> None:
+    from ragtrace_evaluator.compare.records import TraceLabel, load_pair, releases_manifests
+    from ragtrace_store import open_store
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("store", type=Path, help="a store kept by benchmarks/store_scale.py --keep, e.g. DIR/10000000")
+    ap.add_argument("--runs", type=int, default=9)
+    args = ap.parse_args()
+    if not (args.store / "built.json").exists():
+        sys.exit(f"{args.store}: not a store built by benchmarks/store_scale.py --keep (no built.json)")
+    st = open_store(str(args.store), migrate=False)
+    lab = st.table("labels")
+    found = releases_manifests(st, ["v4", "v5"], tenant=TENANT)
+    pair = (("v4", found["v4"][0]), ("v5", found["v5"][0]))
+    cap = _Capturing(st)
+    load_pair(cap, *pair, tenant=TENANT)
+    sql, params = cap.sql, cap.params
+    rows = st.query_rows(sql, params)
+    paired = [r for r in rows if r[1]]
+    null_sql = sql.replace(" SETTINGS ", " FORMAT Null SETTINGS ", 1)
+
+    def least_python() -> list[TraceLabel]:
+        # the same values as the product's labels, set with no check, no conversion but the metrics' parse
+        out = []
+        for r in paired:
+            (manifest, trace_id, query_id, rel, service, mode, in_pool, in_ctx, ranking_ok, verdict, passed, score,
+             _refusal, metrics, _incomplete, _valid) = r[2:18]
+            labelled = object.__new__(TraceLabel)
+            object.__setattr__(labelled, "__dict__", {
+                "query_id": query_id, "passed": passed, "gold_in_context": in_ctx, "trace_id": trace_id,
+                "release": rel, "service": service, "manifest_id": manifest, "gold_in_pool": in_pool,
+                "ranking_ok": ranking_ok, "verdict": verdict or None, "refusal_justified": None, "score": score,
+                "metrics": orjson.loads(metrics) if metrics else {}, "failure_mode": mode})
+            out.append(labelled)
+        return out
+
+    parts: dict[str, Callable[[], Any]] = {
+        "load_pair (the path but its manifests read)": lambda: load_pair(st, *pair, tenant=TENANT),
+        "its manifests read": lambda: releases_manifests(st, ["v4", "v5"], tenant=TENANT),
+        "load_pair's query, in the engine (FORMAT Null)": lambda: st.command(null_sql, params),
+        "load_pair's query, rows converted by the driver": lambda: st.query_rows(sql, params),
+        "the least Python: TraceLabels with no checks": least_python,
+        "the floor (store_scale's)": lambda: _floor_compare(st.query_rows, lab),
+    }
+    best = {name: float("inf") for name in parts}
+    for _ in range(args.runs):
+        for name, fn in parts.items():
+            t0 = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - t0)
+    ms = {k: v * 1000 for k, v in best.items()}
+    path = ms["load_pair (the path but its manifests read)"] + ms["its manifests read"]
+    floor = ms["the floor (store_scale's)"]
+    python = ms["load_pair (the path but its manifests read)"] - ms["load_pair's query, rows converted by the driver"]
+    least = (ms["its manifests read"] + ms["load_pair's query, rows converted by the driver"]
+             + ms["the least Python: TraceLabels with no checks"])
+    print(f"{len(paired)} paired labels ({args.store}); best of {args.runs}, ms")
+    for name, value in ms.items():
+        print(f"  {name:<52} {value:8.1f}")
+    print(f"  {'Python in the path (the rest of it)':<52} {python:8.1f}")
+    print(f"path / floor: {path / floor:.2f}; least exact read with TraceLabels / floor: {least / floor:.2f} "
+          f"({least:.1f} ms)")
+    st.close()
+
+
+if __name__ == "__main__":
+    main()
