@@ -58,7 +58,7 @@ ROOT_ORDER = "(root_priority, received_at, span_id)"
 #: still waiting minutes before its pipeline starts is past the timeouts gateways commonly set (60 s
 #: by default in nginx's proxy and in AWS's load balancers). Five minutes leaves a wide margin; the
 #: band it adds to a one-hour window is a sixth of the window, where an hour tripled it, and at
-#: 100 M traces a month an hour's band (about 160,000 root rows) is still one query of the audit's sampler.
+#: 100 M traces a month an hour's band (about 165,000 root rows) is still one query of the audit's sampler.
 ROOT_SPREAD = "INTERVAL 5 MINUTE"
 
 
