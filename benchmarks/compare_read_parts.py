@@ -44,7 +44,7 @@ class _Capturing:
 
 
 def main() -> None:
-    from ragtrace_evaluator.compare.records import TraceLabel, load_pair, releases_manifests
+    from ragtrace_evaluator.compare.records import TraceLabel, _checked_label, load_pair, releases_manifests
     from ragtrace_store import open_store
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -65,46 +65,43 @@ def main() -> None:
     null_sql = sql.replace(" SETTINGS ", " FORMAT Null SETTINGS ", 1)
 
     def least_python() -> list[TraceLabel]:
-        # the same values as the product's labels, set with no check, no conversion but the metrics' parse
+        # the same values as the product's labels, set as `_checked_label` sets them, with no check and
+        # no conversion but the metrics' parse
         out = []
         for r in paired:
             (manifest, trace_id, query_id, rel, service, mode, in_pool, in_ctx, ranking_ok, verdict, passed, score,
              _refusal, metrics, _incomplete, _valid) = r[2:18]
-            labelled = object.__new__(TraceLabel)
-            object.__setattr__(labelled, "__dict__", {
+            out.append(_checked_label({
                 "query_id": query_id, "passed": passed, "gold_in_context": in_ctx, "trace_id": trace_id,
                 "release": rel, "service": service, "manifest_id": manifest, "gold_in_pool": in_pool,
                 "ranking_ok": ranking_ok, "verdict": verdict or None, "refusal_justified": None, "score": score,
-                "metrics": orjson.loads(metrics) if metrics else {}, "failure_mode": mode})
-            out.append(labelled)
+                "metrics": orjson.loads(metrics) if metrics else {}, "failure_mode": mode}))
         return out
 
-    parts: dict[str, Callable[[], Any]] = {
-        "load_pair (the path but its manifests read)": lambda: load_pair(st, *pair, tenant=TENANT),
-        "its manifests read": lambda: releases_manifests(st, ["v4", "v5"], tenant=TENANT),
-        "load_pair's query, in the engine (FORMAT Null)": lambda: st.command(null_sql, params),
-        "load_pair's query, rows converted by the driver": lambda: st.query_rows(sql, params),
-        "the least Python: TraceLabels with no checks": least_python,
-        "the floor (store_scale's)": lambda: _floor_compare(st.query_rows, lab),
-    }
-    best = {name: float("inf") for name in parts}
+    # (key, what is printed, what is timed)
+    parts: list[tuple[str, str, Callable[[], Any]]] = [
+        ("pair", "load_pair (the path after its manifests read)", lambda: load_pair(st, *pair, tenant=TENANT)),
+        ("manifests", "its manifests read", lambda: releases_manifests(st, ["v4", "v5"], tenant=TENANT)),
+        ("engine", "load_pair's query, in the engine (FORMAT Null)", lambda: st.command(null_sql, params)),
+        ("driver", "load_pair's query, rows converted by the driver", lambda: st.query_rows(sql, params)),
+        ("least", "the least Python: TraceLabels with no checks", least_python),
+        ("floor", "the floor (store_scale's)", lambda: _floor_compare(st.query_rows, lab)),
+    ]
+    best = {key: float("inf") for key, _name, _fn in parts}
     for _ in range(args.runs):
-        for name, fn in parts.items():
+        for key, _name, fn in parts:
             t0 = time.perf_counter()
             fn()
-            best[name] = min(best[name], time.perf_counter() - t0)
+            best[key] = min(best[key], time.perf_counter() - t0)
     ms = {k: v * 1000 for k, v in best.items()}
-    path = ms["load_pair (the path but its manifests read)"] + ms["its manifests read"]
-    floor = ms["the floor (store_scale's)"]
-    python = ms["load_pair (the path but its manifests read)"] - ms["load_pair's query, rows converted by the driver"]
-    least = (ms["its manifests read"] + ms["load_pair's query, rows converted by the driver"]
-             + ms["the least Python: TraceLabels with no checks"])
+    path = ms["pair"] + ms["manifests"]
+    least = ms["manifests"] + ms["driver"] + ms["least"]
     print(f"{len(paired)} paired labels ({args.store}); best of {args.runs}, ms")
-    for name, value in ms.items():
-        print(f"  {name:<52} {value:8.1f}")
-    print(f"  {'Python in the path (the rest of it)':<52} {python:8.1f}")
-    print(f"path / floor: {path / floor:.2f}; least exact read with TraceLabels / floor: {least / floor:.2f} "
-          f"({least:.1f} ms)")
+    for key, name, _fn in parts:
+        print(f"  {name:<52} {ms[key]:8.1f}")
+    print(f"  {'Python in the path (the rest of it)':<52} {ms['pair'] - ms['driver']:8.1f}")
+    print(f"path / floor: {path / ms['floor']:.2f}; least exact read with TraceLabels / floor: "
+          f"{least / ms['floor']:.2f} ({least:.1f} ms)")
     st.close()
 
 
