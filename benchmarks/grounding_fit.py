@@ -63,6 +63,7 @@ from ragtrace_evaluator.labellers.lexical import features  # noqa: E402
 from ragtrace_evaluator.labellers.offline import (  # noqa: E402
     FEATURES,
     FORMULA_VERSION,
+    NLI_FEATURES,
     OfflineGroundingLabeller,
     contradiction_of,
     whole_text_claim,
@@ -95,6 +96,9 @@ MONOTONE = {
     # token alignment (labellers.alignment): better-matched words only raise support, words below the
     # "unsupported" level only lower it
     "align_mean": 1, "align_min": 1, "align_q20": 1, "align_low": -1, "align_name_min": 1, "align_name_low": -1,
+    # the entailment model (labellers.nli_builtin on windows.py's windows): entailment only raises
+    # support, contradiction only lowers it
+    "nli_entail": 1, "nli_contra": -1,
 }
 
 
@@ -156,7 +160,8 @@ def _code_key(extra: str) -> str:
     """Features are recomputed when the code that makes them or the data changes."""
     digest = hashlib.sha256(extra.encode())
     src = ROOT / "evaluator" / "src" / "ragtrace_evaluator" / "labellers"
-    for name in ("claims.py", "lexical.py", "quantities.py", "offline.py", "embedding.py", "alignment.py"):
+    for name in ("claims.py", "lexical.py", "quantities.py", "offline.py", "embedding.py", "alignment.py",
+                 "nli.py", "windows.py", "models/nli-minilm.json"):
         digest.update((src / name).read_bytes())
     digest.update((ROOT / "benchmarks" / "grounding_data.py").read_bytes())
     return digest.hexdigest()[:16]
@@ -536,7 +541,7 @@ def candidates(earlier: bool = False) -> list[Candidate]:
     offline6 = ("coverage", "bigram", "cosine", "missing_numbers", "missing_names", "unseen", "persona")
     # a priori: features with a free sign (length, claim count) let a model learn which set a text
     # comes from (summaries are long); the monotone ones can only say "more evidence, more support"
-    monotone = tuple(f for f in FEATURES if MONOTONE[f] != 0 and f not in ALIGN_FEATURES)
+    monotone = tuple(f for f in FEATURES if MONOTONE[f] != 0 and f not in ALIGN_FEATURES and f not in NLI_FEATURES)
     no_count = tuple(f for f in monotone if f != "missing_count")
     fast = (("max_iter", 150), ("learning_rate", 0.1))
     offline8 = Candidate("trees (300 rounds, depth 4), monotone features, top 5 sentences, synthetic x1.0", "trees",
@@ -573,7 +578,12 @@ def candidates(earlier: bool = False) -> list[Candidate]:
     # fold models serve every c; a small grid, a priori.
     weighted = [replace(generic, name=generic.name + f", contradiction weight {c}", contradiction_weight=c)
                 for c in CONTRADICTION_WEIGHTS]
-    return [*out, generic, *weighted] if earlier else [offline9, generic, *weighted]
+    # offline-12: the same models with the entailment model's two features beside the rest (both, or
+    # the entailment alone), at every contradiction weight
+    entailment = [replace(c, name=c.name + f", + entailment ({label})", features=c.features + cols)
+                  for c in (generic, *weighted)
+                  for label, cols in (("entail and contra", NLI_FEATURES), ("entail", ("nli_entail",)))]
+    return [*out, generic, *weighted, *entailment] if earlier else [offline9, generic, *weighted, *entailment]
 
 
 def build(train_dir: Path, hotpot: Path, embedder: SentenceEmbedder, cache: Path | None = FIT_CACHE,

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from ragtrace_evaluator.labellers.alignment import ALIGN_FEATURES
-from ragtrace_evaluator.labellers.offline import FEATURES, FORMULA_VERSION
+from ragtrace_evaluator.labellers.offline import FEATURES, FORMULA_VERSION, NLI_FEATURES
 from ragtrace_evaluator.labellers.support_model import (
     DEFAULT_ARTEFACT,
     ArtefactError,
@@ -33,7 +33,9 @@ def test_the_artefact_is_small_and_describes_its_training_data() -> None:
     assert len(data) <= 25_000_000
     model = load_artefact()
     assert model.sha256 == hashlib.sha256(data).hexdigest()
-    assert model.features == FEATURES and model.formula_version == FORMULA_VERSION
+    # offline-11 was fitted before the entailment model's features existed: it reads all the others
+    assert model.features == tuple(f for f in FEATURES if f not in NLI_FEATURES)
+    assert model.formula_version == FORMULA_VERSION
     # offline-9: the leave-one-set-out comparison chose the model with the token-alignment columns;
     # offline-10: the same model, judging a generic answer's whole text to rank it;
     assert "token alignment (all 6)" in model.cv["chosen"] and set(ALIGN_FEATURES) <= set(model.features)

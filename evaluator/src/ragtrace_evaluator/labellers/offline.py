@@ -67,6 +67,7 @@ from ragtrace_evaluator.labellers.lexical import (
     number_conflict,
     stem,
 )
+from ragtrace_evaluator.labellers.nli import BUILTIN, NLIModel
 from ragtrace_evaluator.labellers.protocol import (
     ClaimVerdict,
     ClaimVerdictName,
@@ -76,6 +77,7 @@ from ragtrace_evaluator.labellers.protocol import (
     no_claim_result,
 )
 from ragtrace_evaluator.labellers.support_model import SupportModel, load_artefact, measured_record
+from ragtrace_evaluator.labellers.windows import Windows, claim_windows
 
 FORMULA_VERSION = "offline-11"
 
@@ -124,6 +126,11 @@ class ClaimFeatures:
     align_low: float = 0.0
     align_name_min: float = 1.0
     align_name_low: float = 0.0
+    #: the entailment model (nli_builtin.py) on the claim's evidence windows (windows.py): the best
+    #: window's P(entailment) and the aligned window's P(contradiction); filled in only when the
+    #: support model uses them (0 otherwise)
+    nli_entail: float = 0.0
+    nli_contra: float = 0.0
     #: how much of the claim, apart from its numbers and names, the aligned sentence covers
     rest_coverage: float = 0.0
     conflict: str | None = None
@@ -140,8 +147,10 @@ FEATURES: tuple[str, ...] = (
     "coverage", "bigram", "cosine", "cosine_top", "aligned_coverage", "missing_numbers", "missing_names",
     "missing_names_local", "unseen", "persona", "missing_idf", "missing_count", "missing_run", "number_conflict",
     "negation_conflict", "name_conflict", "claim_overlap", "answer_overlap", "answer_overlap_raw", "claim_length",
-    "n_claims", *ALIGN_FEATURES,
+    "n_claims", *ALIGN_FEATURES, "nli_entail", "nli_contra",
 )
+#: the features read from the entailment model
+NLI_FEATURES: tuple[str, ...] = ("nli_entail", "nli_contra")
 
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -216,6 +225,7 @@ class _Answer:
     claim_words: frozenset[str]
     raw_words: frozenset[str]
     n_claims: int
+    passages: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -240,7 +250,7 @@ class OfflineGroundingLabeller:
     kind = "offline"
 
     def __init__(self, embedder: SentenceEmbedder | None = None, model: SupportModel | None = None,
-                 thresholds: Thresholds | None = None, top_k: int | None = None) -> None:
+                 thresholds: Thresholds | None = None, top_k: int | None = None, nli: NLIModel | None = None) -> None:
         self.embedder = embedder if embedder is not None else default_embedder()
         self.model = model if model is not None else load_artefact()
         if thresholds is None:
@@ -256,6 +266,9 @@ class OfflineGroundingLabeller:
         self._columns = [FEATURES.index(f) for f in self.model.features]
         # token states cost a second look at the claim's evidence: only when the model reads them
         self.uses_alignment = any(f in ALIGN_FEATURES for f in self.model.features)
+        # the entailment model loads (and runs) only when the support model reads it
+        self.uses_nli = any(f in NLI_FEATURES for f in self.model.features)
+        self.nli = nli if nli is not None else (NLIModel(BUILTIN) if self.uses_nli else None)
 
     def manifest(self) -> dict[str, Any]:
         emb = self.embedder.manifest()
@@ -271,6 +284,7 @@ class OfflineGroundingLabeller:
                            "review": self.thresholds.review},
             "top_k": self.top_k,
             "formula_version": FORMULA_VERSION,
+            **({"entailment_model": self.nli.manifest()} if self.uses_nli and self.nli is not None else {}),
         }
 
     @property
@@ -294,7 +308,7 @@ class OfflineGroundingLabeller:
                 owners.append(i)
         words = frozenset().union(*(_text_words(p.text) for p in passages)) if passages else frozenset()
         return _Answer(sentences, owners, words, frozenset().union(*(_words(c) for c in claims)) if claims
-                       else frozenset(), _words(answer), len(claims))
+                       else frozenset(), _words(answer), len(claims), tuple(p.text for p in passages))
 
     def candidate_features(self, claim: str, claim_vec: np.ndarray, ctx: _Answer,
                            sentence_vecs: np.ndarray) -> list[ClaimFeatures]:
@@ -438,7 +452,34 @@ class OfflineGroundingLabeller:
             sent_vecs = vecs[pos:pos + len(ctx.sentences)]
             pos += len(ctx.sentences)
             out.append([self.candidate_features(c, claim_vecs[k], ctx, sent_vecs) for k, c in enumerate(claims)])
-        return self._with_alignment(items, contexts, out) if self.uses_alignment else out
+        if self.uses_alignment:
+            out = self._with_alignment(items, contexts, out)
+        return self._with_entailment(items, contexts, out) if self.uses_nli else out
+
+    def _with_entailment(self, items: Sequence[tuple[Sequence[str], Sequence[Passage], str]],
+                         contexts: Sequence[_Answer],
+                         feats: list[list[list[ClaimFeatures]]]) -> list[list[list[ClaimFeatures]]]:
+        """Fill in the entailment features of every candidate: one batched model call for all the
+        windows (claim × its local evidence, windows.py) of the batch, cached by pair."""
+        assert self.nli is not None
+        plan: list[tuple[int, int, int, Windows | None]] = []
+        pairs: list[tuple[str, str]] = []
+        for i, ((claims, _, _), ctx, item) in enumerate(zip(items, contexts, feats, strict=True)):
+            for k, (claim, candidates) in enumerate(zip(claims, item, strict=True)):
+                for g, f in enumerate(candidates):
+                    w = claim_windows(ctx.sentences, ctx.owners, list(f.evidence), ctx.passages)
+                    plan.append((i, k, g, w))
+                    if w is not None:
+                        pairs.extend((t, claim) for t in w.texts)
+        probs = iter(self.nli.predict(pairs) if pairs else [])
+        out = [[list(candidates) for candidates in item] for item in feats]
+        for i, k, g, w in plan:
+            if w is None:
+                continue
+            rows = [next(probs) for _ in w.texts]
+            out[i][k][g] = replace(out[i][k][g], nli_entail=max(r["entailment"] for r in rows),
+                                   nli_contra=rows[w.aligned]["contradiction"])
+        return out
 
     def _with_alignment(self, items: Sequence[tuple[Sequence[str], Sequence[Passage], str]],
                         contexts: Sequence[_Answer],

@@ -20,8 +20,12 @@ RelevanceFactory = Callable[[str], RelevanceLabeller]
 _GROUNDING: dict[str, GroundingFactory] = {}
 _RELEVANCE: dict[str, RelevanceFactory] = {}
 
-GROUNDING_NAMES = "offline (default) | nli:<model id or directory> | llm:<model>@<OpenAI-compatible base URL>"
-RELEVANCE_NAMES = "offline (default) | nli:<model id or directory> | erag:<reader: smollm2, model id or directory>"
+GROUNDING_NAMES = (
+    "offline (default) | nli:builtin | nli:<model id or directory> | llm:<model>@<OpenAI-compatible base URL>"
+)
+RELEVANCE_NAMES = (
+    "offline (default) | nli:builtin | nli:<model id or directory> | erag:<reader: smollm2, model id or directory>"
+)
 
 
 def register_grounding_labeller(kind: str, factory: GroundingFactory) -> None:
