@@ -43,7 +43,7 @@ demo: $(STAMP) $(NATIVE)
 	$(VENV)/bin/ragtrace demo $(DEMO_ARGS)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check ragtrace store collector evaluator review cli examples tests benchmarks
+	$(VENV)/bin/ruff check ragtrace store collector evaluator review cli examples tests benchmarks training
 
 # The layer contract in pyproject.toml ([tool.importlinter]): nothing imports upward.
 lint-imports: $(STAMP)
