@@ -166,7 +166,7 @@ def test_meta_frames_are_stripped_and_the_content_is_the_claim() -> None:
 
 
 @pytest.mark.parametrize("sentence", [
-    # the meta sentences issue 12 quotes from the unseen sets
+    # meta sentences as they occur in the unseen evaluation sets' answers
     "Here's a concise summary of the passage:",
     "The passage discusses several topics.",
     "I hope this helps!",
