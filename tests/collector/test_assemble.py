@@ -156,7 +156,7 @@ def test_truncated_content_is_marked() -> None:
     rows = _rows([T.SpanSpec(tid, os.urandom(8).hex(), "r", attrs)])
     passages = {p["content"]: p for p in _table(rows, "passages")}
     # a prefix cannot be checked against the full text's hash, so it is kept under its own hash
-    # (issue 14, item 3): it can never stand for, or replace, the full text of the hash it claimed
+    # (no unverified content hash): it can never stand for, or replace, the full text of the hash it claimed
     prefix_hash = hashlib.sha256(b"0123456789").hexdigest()
     assert passages["0123456789"]["truncated"] is True and passages["0123456789"]["content_hash"] == prefix_hash
     assert {d["doc_id"]: d["content_hash"] for d in _table(rows, "documents")}["a"] == prefix_hash
