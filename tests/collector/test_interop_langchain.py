@@ -112,7 +112,8 @@ def test_lcel_retrieve_rerank_chat_reads_pool_order_context_and_answer(lc: Colle
 def test_a_nested_compression_retriever_gives_the_base_pool_every_time(lc: Collector) -> None:
     chain = rag(Compress(base=Fixed(names=NAMES)), GOOD)
     with instrumented(lc, "lc-nested") as (tp, seen):
-        # the issue's 13-of-20: which retriever's list was the pool depended on start times
+        # 20 runs, since the fault was intermittent (13 of 20 wrong): which retriever's list became the pool
+        # depended on the spans' start times
         trace_ids = lc.traced(tp, seen, lambda: [chain.invoke(QUERY) for _ in range(20)])
     assert len(trace_ids) == 20
     compressed = NAMES[::-1][:3]
