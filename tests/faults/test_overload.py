@@ -1,4 +1,4 @@
-"""Issue 14, item 11: memory under many clients.
+"""Memory under many clients: a request is admitted or refused by its size before its body is read.
 
 Before, the collector read and decoded every body before deciding anything: 64 clients with
 8.4 MB bodies got no 429 at all and took its resident memory from 497 MB to 2 GB. Now a request is
