@@ -1,4 +1,4 @@
-"""Issue 14, item 9: reading never migrates, and an unusable store exits 2 in every command.
+"""Reading never migrates, and an unusable store exits 2 in every command.
 
 Before, `audit`, `labels import`, `review ...` and `reviewers ...` opened the store with
 ``migrate=True``: pointed at an empty or older store they silently applied the single-node schema
