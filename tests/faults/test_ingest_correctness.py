@@ -1,4 +1,4 @@
-"""Issue 14, item 8: what the collector stores must be what the client sent, exactly.
+"""What the collector stores must be what the client sent, exactly.
 
 Each test reproduces a fault against a real collector on loopback writing to the real engine:
 a span re-sent with fewer documents, a gzip body of several members, query ids with spaces in a
