@@ -1,4 +1,4 @@
-"""Issue 14, item 12: slow and idle connections, and what the collector logs about them.
+"""Slow and idle connections are closed, the excess refused, and a client leaving mid-body counted, not traced.
 
 Before, a connection that sent half a request, or headers and part of a body, stayed open for as
 long as it liked; 2,000 of them used 2,055 file descriptors, and under a 1,024 limit the server
