@@ -1,4 +1,4 @@
-"""Issue 14, item 10: `ragtrace store retention` removes passage text that no kept document uses.
+"""`ragtrace store retention` removes passage text that no kept document uses.
 
 Before, retention put a TTL on traces only: passages (text stored once per content hash, shared
 by every trace that used it) were kept forever. Now each passage has a last_seen, which the
