@@ -162,7 +162,7 @@ class _Recorder:
 @pytest.mark.parametrize("through", ["store", "collector"])
 def test_a_long_listing_streams_in_bounded_store_reads(through: str, chdb_store: Any, chdb_http_server: str,
                                                         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 14 item 13 (`traces --json` held the whole listing: 1.7 GB at 72.8k traces): every
+    """A long listing is paged (`traces --json` once held the whole listing: 1.7 GB at 72.8k traces): every
     store query of a listing returns a bounded number of rows, whatever --limit asks, and the first
     traces are written before the last page is read."""
     from ragtrace_store import open_store
