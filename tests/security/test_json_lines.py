@@ -1,4 +1,4 @@
-"""Issue 14, item 7: JSON Lines are split on "\\n" only.
+"""JSON Lines are split on "\\n" only.
 
 `str.splitlines()` also splits on U+2028, U+2029, U+0085 and the \\x0b \\x0c \\x1c-\\x1e controls, which
 JSON strings may hold unescaped (orjson and ``json.dumps(ensure_ascii=False)`` write U+2028 as is).
