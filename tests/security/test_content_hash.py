@@ -1,4 +1,4 @@
-"""Issue 14, item 3: passage text cannot be replaced through an unverified content hash.
+"""Passage text cannot be replaced through an unverified content hash.
 
 The store keeps one text per (tenant, content hash), the longest. Before, the hash a span claimed
 was not checked: a longer text sent first under someone's hash was what their trace showed later.
