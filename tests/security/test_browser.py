@@ -1,5 +1,6 @@
-"""Issue 14, items 1 and 2 from a real browser: Debian's chromium (Playwright) on a page of another
-origin, against a real `ragtrace serve` app on loopback without tenant tokens (the default).
+"""A page of another site cannot drive the collector (run an audit, administer reviewers, read through a
+rebound name), seen from a real browser: Debian's chromium (Playwright) on a page of another origin, against
+a real `ragtrace serve` app on loopback without tenant tokens (the default).
 
 The hostile pages are served by a second loopback server under the name ``evil.example`` (Chromium's
 ``--host-resolver-rules`` maps it to 127.0.0.1), so they are cross-site to the collector exactly as a
