@@ -1,6 +1,6 @@
-"""Issue 14, item 1: `POST /api/audit` runs only what the server's configuration enables.
+"""`POST /api/audit` runs only what the server's configuration enables.
 
-Each attack from the issue against a real `ragtrace serve` app on loopback: a ``py:MODULE:FUNCTION``
+Each known attack against a real `ragtrace serve` app on loopback: a ``py:MODULE:FUNCTION``
 labeller (the server imported and called it), ``py:sys:exit`` (SystemExit in a worker), an
 ``llm:MODEL@URL`` labeller (the tenant's passages posted to a URL of the caller's choosing), and
 options that are not documented. The cross-site form that delivered these without a credential is
@@ -89,7 +89,7 @@ def test_a_request_cannot_make_the_server_import_a_module(chdb_store: Any, tmp_p
             r = httpx.post(f"{url}/api/audit", json={option: f"py:{CANARY}:make"}, timeout=120)
             assert r.status_code == 400, r.text
             assert "not enabled on this server" in r.json()["error"] and "offline" in r.json()["error"]
-        # the issue's own probes: a directory made by tempfile, and SystemExit in a worker
+        # probes with visible effects if run: a directory made by tempfile, and SystemExit in a worker
         before = set(os.listdir(tmp_path))
         for name in ("py:tempfile:mkdtemp", "py:sys:exit", "py:os:system"):
             r = httpx.post(f"{url}/api/audit", json={"labeller": name, "stages": "all"}, timeout=60)
