@@ -1,4 +1,4 @@
-"""Issue 14, item 4: security headers on every response, deployment routes behind a credential when
+"""Security headers on every response, deployment routes behind a credential when
 tokens are configured, a /readyz that does not name the store, and login attempts limited per client.
 
 All against a real `ragtrace serve` app on loopback.
