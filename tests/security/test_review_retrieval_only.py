@@ -1,4 +1,4 @@
-"""Issue 14, item 6: a review decision on a label without a generation part is saved.
+"""A review decision on a label without a generation part is saved.
 
 `ragtrace audit --stages retrieval` writes labels whose generation is null; saving a decision on
 such an item answered 500, so those queues could not be finished. The whole path through a real
