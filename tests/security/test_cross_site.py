@@ -1,4 +1,4 @@
-"""Issue 14, item 2: without ``--tokens`` no other site can drive the collector.
+"""Without ``--tokens`` no other site can drive the collector.
 
 Requests as a hostile page (or DNS rebinding) makes a browser send them, against a real `ragtrace
 serve` app on loopback: a foreign ``Host``, a foreign ``Origin`` / ``Sec-Fetch-Site``, JSON sent as
