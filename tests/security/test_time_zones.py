@@ -1,4 +1,4 @@
-"""Issue 14, item 5: review sessions and leases are right in every process time zone.
+"""Review sessions and leases are right in every process time zone.
 
 clickhouse-connect reads a naive datetime as local time. Before the store became aware-UTC end to
 end, under TZ=America/New_York a 30-minute lease was stored five hours late (read back as 330
