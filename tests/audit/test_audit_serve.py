@@ -1,4 +1,4 @@
-"""The issue's end-to-end check: traces with known injected failures sent through `ragtrace serve` over
+"""End to end through the server: traces with known injected failures sent through `ragtrace serve` over
 real OTLP/HTTP (protobuf on loopback) come out of `ragtrace audit --server` with the right primary
 mode, judged by the real offline labeller running inside the serving process."""
 
