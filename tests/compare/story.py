@@ -1,4 +1,4 @@
-"""The issue's story as data: 400 questions, a chunking change that loses evidence and a prompt change
+"""A release story as data: 400 questions, a chunking change that loses evidence and a prompt change
 that makes generation better, so end-to-end quality rises slightly while retrieval collapses.
 
 Exact counts (so the test can assert exact values):
