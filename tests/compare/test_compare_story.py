@@ -1,4 +1,4 @@
-"""The issue's story (400 questions): retrieval collapses, generation improves, e2e rises slightly —
+"""A release story (400 questions): retrieval collapses, generation improves, e2e rises slightly —
 and `ragtrace compare` makes it impossible to miss."""
 
 from __future__ import annotations
