@@ -62,13 +62,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.hotpotqa_pipeline import DATA, load
-from ragtrace_evaluator.labellers.erag import ERAGRelevance, _normalise, token_f1
+from ragtrace_evaluator.labellers.erag import ERAGRelevance
 from ragtrace_evaluator.labellers.protocol import Passage, RelevanceLabeller
 from ragtrace_evaluator.metrics.correlation import (
     paired_query_level_difference,
     query_level_agreement,
     system_level_agreement,
 )
+from ragtrace_evaluator.metrics.token_f1 import normalise_answer, token_f1
 from ragtrace_evaluator.metrics.trec import query_measures
 from ragtrace_examples.components import (
     Bm25Retriever,
@@ -245,18 +246,23 @@ class LazySmolLM2:
 
 # --- answer scores -----------------------------------------------------------------------------------
 def best_f1(answer: str, references: Sequence[str]) -> float:
-    return max((token_f1(answer, r) for r in references), default=0.0)
+    """The answer's token F1 against its best reference; a question none of whose references has a
+    word has no F1 (undefined, not 0): refused, as eRAG refuses to score against it."""
+    scores = [f1 for r in references if (f1 := token_f1(answer, r)) is not None]
+    if not scores:
+        raise ValueError(f"no reference answer with words among {list(references)!r}")
+    return max(scores)
 
 
 def exact_match(answer: str, references: Sequence[str]) -> float:
-    a = _normalise(answer)
-    return 1.0 if any(a == _normalise(r) and a for r in references) else 0.0
+    a = normalise_answer(answer)
+    return 1.0 if any(a == normalise_answer(r) and a for r in references) else 0.0
 
 
 def has_answer(answer: str, references: Sequence[str]) -> float:
     """1 when a reference's normalised tokens appear, in order and contiguous, in the answer."""
-    a = " " + " ".join(_normalise(answer)) + " "
-    return 1.0 if any((r2 := " ".join(_normalise(r))) and f" {r2} " in a for r in references) else 0.0
+    a = " " + " ".join(normalise_answer(answer)) + " "
+    return 1.0 if any((r2 := " ".join(normalise_answer(r))) and f" {r2} " in a for r in references) else 0.0
 
 
 # --- the configurations --------------------------------------------------------------------------------

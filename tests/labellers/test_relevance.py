@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from ragtrace_evaluator.labellers.erag import CausalLMReader, ERAGRelevance, smollm2_location, token_f1
+from ragtrace_evaluator.labellers.erag import CausalLMReader, ERAGRelevance, smollm2_location
 from ragtrace_evaluator.labellers.protocol import Passage, RelevanceLabeller
 from ragtrace_evaluator.labellers.registry import make_relevance_labeller
 from ragtrace_evaluator.labellers.relevance import RELEVANCE_THRESHOLD, LexicalEmbeddingRelevance, NLIRelevance
+from ragtrace_evaluator.metrics.token_f1 import token_f1
 
 PASSAGES = [
     Passage("gold", "Shirley Temple served as Chief of Protocol of the United States from 1976 to 1977."),
@@ -31,12 +32,6 @@ def test_offline_relevance_orders_gold_topical_unrelated(embedder) -> None:  # t
     assert with_ref[0] > with_ref[1] > with_ref[2]
     assert with_ref[0] >= RELEVANCE_THRESHOLD > with_ref[1]
     assert labeller.manifest()["thresholds"] == {"relevance": RELEVANCE_THRESHOLD}
-
-
-def test_token_f1() -> None:
-    assert token_f1("the Chief of Protocol", "Chief of Protocol") == 1.0
-    assert token_f1("Chief", "Chief of Protocol") == pytest.approx(0.5)
-    assert token_f1("", "x") == 0.0 and token_f1("ambassador", "Chief of Protocol") == 0.0
 
 
 def _tiny_causal_lm(folder: Path) -> Path:
@@ -72,6 +67,9 @@ def test_erag_with_a_tiny_causal_lm(tmp_path: Path) -> None:
     assert scores == [round(token_f1(a, "Chief of Protocol"), 6) for a in answers]
     with pytest.raises(ValueError, match="reference"):
         labeller.relevance(query, PASSAGES)
+    # a reference without words: token F1 is undefined against it, so nothing is scored (not 0 for all)
+    with pytest.raises(ValueError, match="reference answer with words"):
+        labeller.relevance(query, PASSAGES, reference=" the ... ")
     assert labeller.manifest()["kind"] == "erag" and labeller.manifest()["decoding"] == "greedy"
 
 

@@ -34,21 +34,22 @@ End-to-end quality (``pass``/``score``) does not look at G. Its basis (``score_b
 Either way abstentions (and, on the grounding basis, claim-less answers) have ``score`` None
 (undefined) and do not pass; they are reported apart (abstention rate, justified refusals).
 
-A surface score rides along when the reference is known: ``metrics.token_f1`` (`token_f1`, SQuAD's
-token F1 over the same content tokens), the axis `ragtrace compare` pairs with groundedness. It is
-None without a reference, for an abstention and for an answer that was not judged — never 0.
+A surface score rides along when the reference is known: ``metrics.token_f1``
+(`ragtrace_evaluator.metrics.token_f1`, SQuAD's answer F1), the axis `ragtrace compare` pairs with
+groundedness. It is None without a reference, for a reference without words, for an abstention and
+for an answer that was not judged — never 0.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ragtrace_evaluator.labellers.protocol import GroundingResult
+from ragtrace_evaluator.metrics.token_f1 import token_f1
 from ragtrace_evaluator.metrics.trec import query_measures
 from ragtrace_store import (
     ClaimRecord,
@@ -71,8 +72,10 @@ LIST_MEASURES = ("recall_5", "P_5", "recip_rank", "ndcg_cut_5", "success_5")
 REFERENCE_PASS_THRESHOLD = 0.5
 #: version of the formulas in this module; part of the labeller manifest. /2: ``score``/``pass``
 #: against the reference answer when one is known (``score_basis``), groundedness otherwise.
-#: /3: ``metrics.token_f1`` against the reference answer.
-FORMULA_VERSION = "failure-modes/3;reference-recall>=0.5+numbers;token-f1"
+#: /3: ``metrics.token_f1`` against the reference answer. /4: that token F1 is SQuAD's
+#: (`ragtrace_evaluator.metrics.token_f1`, the evaluator's one definition), no longer over the content
+#: tokens of `reference_recall`: labels of /3 and /4 differ there, so they do not share a manifest.
+FORMULA_VERSION = "failure-modes/4;reference-recall>=0.5+numbers;token-f1-squad"
 
 
 @dataclass(frozen=True)
@@ -218,22 +221,6 @@ def reference_recall(answer: str, reference: str) -> float | None:
         return None
     ans = set(_content_tokens(answer))
     return len(ref & ans) / len(ref)
-
-
-def token_f1(answer: str, reference: str) -> float | None:
-    """SQuAD-style token F1 of ``answer`` against ``reference``: the harmonic mean of token precision
-    and recall over the multisets of content tokens (as `reference_recall` reads them). A surface
-    score: it rewards the reference's vocabulary whether or not the answer is grounded. None when
-    the reference has no tokens; 0.0 when the answer shares none."""
-    ref = Counter(_content_tokens(reference))
-    if not ref:
-        return None
-    ans = Counter(_content_tokens(answer))
-    common = sum((ref & ans).values())
-    if common == 0:
-        return 0.0
-    precision, recall = common / sum(ans.values()), common / sum(ref.values())
-    return 2 * precision * recall / (precision + recall)
 
 
 def answer_correctness(gen: GroundingResult | None, answer: str | None,

