@@ -6,7 +6,7 @@ PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 DEMO_ARGS ?=
 
-.PHONY: demo test install native lint lint-imports typecheck pytest clean
+.PHONY: demo test install native system-deps lint lint-imports typecheck pytest clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -22,16 +22,17 @@ $(STAMP): $(PY) pyproject.toml
 	$(PIP) install --quiet gguf accelerate
 	touch $(STAMP)
 
-# The collector's compiled attribute walk (collector/native/, ~2x ingest throughput): needs g++,
-# protoc and protobuf's C++ headers, installed from Debian when missing.
+# Every Debian package the build and the tests need is listed once, in deploy/debian-packages.txt;
+# deploy/install-debian-packages installs the missing ones (apt-get update first, nothing when all
+# are there). `system-deps` installs all of them; .ci/run and `make test` go through it.
+system-deps:
+	deploy/install-debian-packages
+
+# The collector's compiled attribute walk (collector/native/, ~2x ingest throughput): needs the
+# `native` packages of deploy/debian-packages.txt (g++, protoc, protobuf's C++ headers).
 NATIVE := build/native/.built
 $(NATIVE): $(STAMP) collector/native/otlp_walk.cc collector/native/build.py
-	@if ! command -v protoc >/dev/null || ! command -v g++ >/dev/null || \
-	   [ ! -f /usr/include/google/protobuf/message.h ]; then \
-	  echo "installing g++, protobuf-compiler and libprotobuf-dev (Debian) for the native OTLP walk"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq g++ libprotobuf-dev \
-	    protobuf-compiler >/dev/null; \
-	fi
+	deploy/install-debian-packages native
 	$(PY) collector/native/build.py
 	touch $@
 
@@ -63,12 +64,13 @@ $(JS_CLIENT): tests/collector/js/package-lock.json
 
 # make test runs the slow tests too (SmolLM2 as eRAG reader and as a served LLM judge, ~1 min);
 # a bare `pytest` skips them for a quick loop.
-pytest: $(STAMP) $(NATIVE) $(JS_CLIENT)
+pytest: system-deps $(STAMP) $(NATIVE) $(JS_CLIENT)
 	RAGTRACE_SLOW_TESTS=1 $(PY) -m pytest
 	@echo "again under a non-UTC zone (clickhouse-connect reads naive datetimes as local time):"
 	TZ=Asia/Tokyo $(PY) -m pytest -q tests/store tests/review tests/audit
 
-test: lint lint-imports typecheck pytest
+# system-deps first: a machine without the browser learns it before the lint and type checks, not after.
+test: system-deps lint lint-imports typecheck pytest
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info collector/src/ragtrace_collector/_otlp_native*.so

@@ -41,3 +41,14 @@ def chdb_http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield server.url
     finally:
         server.stop()
+
+
+@pytest.hookimpl(trylast=True)  # after `-m` / `-k` have deselected what they leave out
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without the browser the run stops here, with one error that says how to install it, rather
+    than failing or skipping each browser test on its own."""
+    from tests.browser import CHROMIUM, MISSING
+
+    n = sum(1 for item in items if item.get_closest_marker("browser"))
+    if n and not config.option.collectonly and not CHROMIUM.exists():
+        raise pytest.UsageError(MISSING.format(n=n, path=CHROMIUM))

@@ -3,7 +3,6 @@ logs no console errors, needs no network, and shows hostile strings as text."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -11,10 +10,10 @@ import pytest
 from ragtrace_evaluator.compare.comparison import compare
 from ragtrace_evaluator.compare.records import label_set, parse_record
 from ragtrace_evaluator.compare.report_html import render_report, write_report
+from tests.browser import chromium
 
 from .story import story_records
 
-CHROMIUM = "/usr/bin/chromium"
 HOSTILE_QUERY = '"><img src=x onerror=alert(1)>'
 HOSTILE_RELEASE = "<script>alert('release')</script>"
 
@@ -54,55 +53,45 @@ def test_untrusted_strings_are_escaped_in_the_markup(comparison) -> None:
 
 @pytest.mark.browser
 def test_report_renders_in_headless_chromium(comparison, tmp_path: Path) -> None:
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium)")
-    from playwright.sync_api import sync_playwright
-
     path = write_report(comparison, tmp_path / "report.html")
     errors: list[str] = []
     dialogs: list[str] = []
     requests: list[str] = []
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])
-        try:
-            page = browser.new_page(viewport={"width": 1200, "height": 900})
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
 
-            def route(r):  # the report must be self-contained: any request off the file is a bug
-                if not r.request.url.startswith(("file://", "data:")):
-                    requests.append(r.request.url)
-                    r.abort()
-                else:
-                    r.continue_()
+        def route(r):  # the report must be self-contained: any request off the file is a bug
+            if not r.request.url.startswith(("file://", "data:")):
+                requests.append(r.request.url)
+                r.abort()
+            else:
+                r.continue_()
 
-            page.route("**/*", route)
-            page.goto(path.as_uri())
-            page.wait_for_load_state("load")
-            plots = page.evaluate(
-                "() => Array.from(document.querySelectorAll('img.plot')).map(i => "
-                "({id: i.id, ok: i.complete && i.naturalWidth > 100 && i.naturalHeight > 100}))")
-            text = page.inner_text("body")
-            n_scripts = page.evaluate("() => document.scripts.length")
-            lost_rows = page.locator("#movers-gold_in_context-lost + div table tr").count()
-            # the failure-mode table sits above the decomposition, and a transition count links to
-            # the queries that made it
-            tops = page.evaluate(
-                "() => ['failure-modes', 'mode-transitions'].map(id => document.getElementById(id)"
-                ".getBoundingClientRect().top).concat([Array.from(document.querySelectorAll('h2')).find("
-                "h => h.textContent === 'Decomposition').getBoundingClientRect().top])")
-            mode_rows = page.locator("#failure-mode-table tr").count()
-            first = page.locator("#transition-matrix a").first
-            target = first.get_attribute("href")
-            first.click()
-            shown = page.locator(f"{target} + div table tr").count()
-            heading = page.inner_text(target)
-            page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
-        finally:
-            browser.close()
+        page.route("**/*", route)
+        page.goto(path.as_uri())
+        page.wait_for_load_state("load")
+        plots = page.evaluate(
+            "() => Array.from(document.querySelectorAll('img.plot')).map(i => "
+            "({id: i.id, ok: i.complete && i.naturalWidth > 100 && i.naturalHeight > 100}))")
+        text = page.inner_text("body")
+        n_scripts = page.evaluate("() => document.scripts.length")
+        lost_rows = page.locator("#movers-gold_in_context-lost + div table tr").count()
+        # the failure-mode table sits above the decomposition, and a transition count links to
+        # the queries that made it
+        tops = page.evaluate(
+            "() => ['failure-modes', 'mode-transitions'].map(id => document.getElementById(id)"
+            ".getBoundingClientRect().top).concat([Array.from(document.querySelectorAll('h2')).find("
+            "h => h.textContent === 'Decomposition').getBoundingClientRect().top])")
+        mode_rows = page.locator("#failure-mode-table tr").count()
+        first = page.locator("#transition-matrix a").first
+        target = first.get_attribute("href")
+        first.click()
+        shown = page.locator(f"{target} + div table tr").count()
+        heading = page.inner_text(target)
+        page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
     assert errors == [] and dialogs == [] and requests == []
     assert {p["id"] for p in plots} == {"plot-modes", "plot-surface", "plot-decomposition", "plot-deltas",
                                         "plot-scores", "plot-cells"}

@@ -6,7 +6,6 @@ reference's vocabulary)."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +16,10 @@ from ragtrace_cli.commands.compare import compare_main
 from ragtrace_evaluator.compare.comparison import compare
 from ragtrace_evaluator.compare.records import label_set, parse_record
 from ragtrace_evaluator.compare.report_html import render_report, write_report
+from tests.browser import chromium
 
 from .story import write_jsonl
 
-CHROMIUM = "/usr/bin/chromium"
 # group: (size, Δ token F1, Δ groundedness); the baseline of each query is drawn in [0.3, 0.6]
 GROUPS = {
     "up_down": (23, 0.30, -0.40),   # the planted subset
@@ -170,28 +169,18 @@ def test_a_bad_min_change_is_a_usage_error(tmp_path: Path, capsys: pytest.Captur
 
 @pytest.mark.browser
 def test_the_surface_plot_and_mode_table_render_in_headless_chromium(comparison: Any, tmp_path: Path) -> None:
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium)")
-    from playwright.sync_api import sync_playwright
-
     path = write_report(comparison, tmp_path / "report.html")
     errors: list[str] = []
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])
-        try:
-            page = browser.new_page(viewport={"width": 1200, "height": 900})
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(path.as_uri())
-            page.wait_for_load_state("load")
-            plot = page.evaluate("() => { const i = document.getElementById('plot-surface'); "
-                                 "return i && i.complete && i.naturalWidth > 100 && i.naturalHeight > 100; }")
-            rows = page.locator("table.surface-movers tr").count()
-            quadrant = page.inner_text("#quadrant-table")
-        finally:
-            browser.close()
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(path.as_uri())
+        page.wait_for_load_state("load")
+        plot = page.evaluate("() => { const i = document.getElementById('plot-surface'); "
+                             "return i && i.complete && i.naturalWidth > 100 && i.naturalHeight > 100; }")
+        rows = page.locator("table.surface-movers tr").count()
+        quadrant = page.inner_text("#quadrant-table")
     assert errors == []
     assert plot is True and rows == 1 + 23
     assert "surface up grounding down\t23" in quadrant

@@ -16,13 +16,10 @@ import pytest
 
 from ragtrace_review import auth
 from ragtrace_store import Store
+from tests.browser import chromium
 from tests.collector._server import running
 
 from .rows import HOSTILE, SAMPLE_CLAIMS, label_record, sample_trace, write_labels, write_trace
-
-CHROMIUM = Path("/usr/bin/chromium")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 pytestmark = pytest.mark.browser
 
@@ -47,18 +44,13 @@ def _seed(store: Store, tenant: str) -> dict[str, list[str]]:
 
 def test_filter_open_a_trace_follow_its_evidence_and_a_dashboard_point(
         store: Store, tenant: str, tmp_path: Path) -> None:
-    if not CHROMIUM.exists():
-        pytest.fail("Debian's chromium is missing: `apt-get install -y chromium` (.ci/run does this)")
-    from playwright.sync_api import sync_playwright
-
     fabricated = _seed(store, tenant)
     _, token = auth.add_reviewer(store, "bea", tenant=tenant)
     problems: list[str] = []
     dialogs: list[str] = []
 
     with running(store, str(tmp_path / "spool"), review_secret="web-browser") as (base, _app), \
-            sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
+            chromium() as browser:
         try:
             page = browser.new_page()
             page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}")

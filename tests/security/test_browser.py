@@ -22,12 +22,10 @@ from typing import Any
 import pytest
 
 from ragtrace_review import auth
+from tests import browser
 from tests import otlp_builders as T
 from tests.collector._server import running
 
-CHROMIUM = Path("/usr/bin/chromium")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run"]
 EVIL = "evil.example"
 CANARY = "tests.security.canary"
 
@@ -62,17 +60,9 @@ def hostile_site(pages: dict[str, str]) -> Iterator[int]:
 
 @contextmanager
 def chromium() -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        pytest.fail("Debian's chromium is missing: `apt-get install -y chromium` (.ci/run does this)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM),
-                                     args=[*FLAGS, f"--host-resolver-rules=MAP {EVIL} 127.0.0.1"])
-        try:
-            yield browser.new_page()
-        finally:
-            browser.close()
+    """A page of a headless chromium that resolves the hostile site's name to loopback."""
+    with browser.chromium([f"--host-resolver-rules=MAP {EVIL} 127.0.0.1"]) as launched:
+        yield launched.new_page()
 
 
 def test_a_cross_site_text_plain_form_cannot_run_an_audit(chdb_store: Any, tmp_path: Path) -> None:
