@@ -299,7 +299,7 @@ def paths(path: Path, without_keys: bool, only: str = "") -> list[dict[str, Any]
 def _floor_count(rows: Callable[..., list[tuple[Any, ...]]], q: str, sdk: str) -> int:
     """What the footer says: above EXACT_COUNT_ROWS matching root rows, their number (an upper bound,
     and said so); up to it, the traces exactly."""
-    from ragtrace_store.paging import EXACT_COUNT_ROWS
+    from ragtrace_store.listing import EXACT_COUNT_ROWS
 
     bound = int(rows(f"SELECT count() FROM {q} WHERE tenant = '{TENANT}' AND release = 'v3'")[0][0])
     if bound > EXACT_COUNT_ROWS:

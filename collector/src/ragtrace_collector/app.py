@@ -43,7 +43,7 @@ from ragtrace_collector.otlp import JSON, OtlpError, encode_response, encode_sta
 from ragtrace_collector.settings import CollectorSettings
 from ragtrace_collector.spool import Spool, SpoolError
 from ragtrace_collector.writer import Backpressure, Writer
-from ragtrace_store import DEFAULT_TENANT, CursorError, Store, TraceFilter, count_traces, encode_cursor
+from ragtrace_store import DEFAULT_TENANT, CursorError, Store, TraceFilter, TraceListing, count_traces, encode_cursor
 
 log = logging.getLogger("ragtrace.collector")
 
@@ -266,8 +266,9 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
         headers = {}
         if len(page) > limit:
             page = page[:limit]
-            headers["Ragtrace-Next-Cursor"] = encode_cursor(flt, page[-1].start_time, page[-1].trace_id,
-                                                            include_all=include_all)
+            # the cursor of the listing read_traces read (`ragtrace_store.listing`): the CLI's and /traces' format
+            headers["Ragtrace-Next-Cursor"] = encode_cursor(TraceListing(flt, include_all=include_all),
+                                                            page[-1].start_time, page[-1].trace_id)
         if total:
             got = count_traces(store, flt, include_all=include_all)
             headers["Ragtrace-Total"], headers["Ragtrace-Total-Exact"] = str(got.queries), str(got.exact).lower()

@@ -30,7 +30,8 @@ from ragtrace_review.queues import (
     list_items,
     reviewers_per_item,
 )
-from ragtrace_store import CLAIM_VERDICTS, FAILURE_MODES, Store, utc_now
+from ragtrace_store import CLAIM_VERDICTS, FAILURE_MODES, Store
+from ragtrace_store.gold_judgements import GoldJudgement, add_gold_judgements
 
 
 def _first_m(groups: dict[Any, list[tuple[datetime, str, str]]], m: int) -> list[list[str]]:
@@ -222,11 +223,9 @@ def build_gold(store: Store, *, tenant: str, queue: str) -> GoldExport:
 
 def store_gold(store: Store, tenant: str, gold: GoldExport) -> int:
     """Add the relevance judgements to the `gold` table (source 'review') for the next audit."""
-    now = utc_now()
-    rows = [(tenant, "" if topic in gold.trace_topics else topic, topic if topic in gold.trace_topics else "",
-             doc_id, rel, "review", now) for topic, doc_id, rel in gold.qrels]
-    store.insert("gold", rows, ["tenant", "query_id", "trace_id", "doc_id", "relevance", "source", "added_at"])
-    return len(rows)
+    return add_gold_judgements(store, (GoldJudgement("" if topic in gold.trace_topics else topic,
+                                                     topic if topic in gold.trace_topics else "", doc_id, rel)
+                                       for topic, doc_id, rel in gold.qrels), tenant=tenant, source="review")
 
 
 def write_gold(records: Sequence[dict[str, Any]], qrels: Sequence[Sequence[Any]], out_dir: Path) -> None:

@@ -20,12 +20,11 @@ makes the K bound exact; across replicas it is best effort (an extra decision is
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from ragtrace_review.auth import Reviewer
@@ -37,11 +36,33 @@ from ragtrace_store import (
     LabelError,
     LabelRecord,
     Store,
-    as_utc,
     read_labels,
     utc_now,
 )
-from ragtrace_store.labels import newest_labels_sql
+from ragtrace_store.manifest_usage import latest_manifest as _latest_manifest
+from ragtrace_store.manifest_usage import other_manifest_modes
+from ragtrace_store.review_decisions import Decision, queue_decisions, save_decision, trace_decisions
+from ragtrace_store.review_queues import (
+    QueueItem,
+    add_queue_items,
+    assign_item,
+    assignable_item,
+    decided_traces,
+    held_item,
+    holds_item,
+    next_position,
+    queue_counts,
+    queue_item,
+    queue_items,
+    queue_settings,
+    save_queue,
+)
+from ragtrace_store.review_queues import queue_names as _queue_names
+
+__all__ = ["LEASE", "Decision", "EnqueueResult", "QueueItem", "QueueProgress", "ReviewerProgress", "add_trace",
+           "check_enqueue_options", "decided_by", "decisions_for_trace", "enqueue", "get_item", "holds",
+           "latest_manifest", "list_decisions", "list_items", "next_item", "progress", "queue_names",
+           "record_decision", "reviewers_per_item", "trace_hash"]
 
 LEASE = timedelta(minutes=30)
 _ASSIGN_LOCK = threading.Lock()
@@ -50,44 +71,6 @@ _ASSIGN_LOCK = threading.Lock()
 def trace_hash(trace_id: str) -> int:
     """Deterministic order key: the same trace sorts the same way on every run and shard."""
     return int(hashlib.sha256(trace_id.encode("utf-8")).hexdigest()[:16], 16)
-
-
-@dataclass(frozen=True)
-class QueueItem:
-    tenant: str
-    queue: str
-    trace_id: str
-    query_id: str
-    manifest_id: str
-    reason: str
-    failure_mode: str
-    confidence: float | None
-    #: the snapshot of the label record under review, as its JSON object
-    label: dict[str, Any]
-    position: int
-
-    @property
-    def record(self) -> LabelRecord:
-        """The label snapshot under review, read by the contract."""
-        try:
-            return LabelRecord.from_json(self.label, f"queue {self.queue!r} item {self.trace_id!r}")
-        except LabelError as exc:
-            raise ReviewError(str(exc)) from exc
-
-
-@dataclass(frozen=True)
-class Decision:
-    queue: str
-    trace_id: str
-    reviewer_id: str
-    reviewer_name: str
-    manifest_id: str
-    labeller_failure_mode: str
-    failure_mode: str
-    claims: tuple[dict[str, Any], ...]
-    relevance: tuple[dict[str, Any], ...]
-    note: str
-    decided_at: datetime
 
 
 @dataclass(frozen=True)
@@ -137,12 +120,8 @@ def _validate_queue_name(queue: str) -> None:
 
 
 def latest_manifest(store: Store, tenant: str) -> str | None:
-    rows = store.query_rows(
-        f"SELECT manifest_id FROM {store.table('labels')} WHERE tenant = {{tenant:String}} "
-        "GROUP BY manifest_id ORDER BY max(labelled_at) DESC LIMIT 1",
-        {"tenant": tenant},
-    )
-    return str(rows[0][0]) if rows else None
+    """The manifest that labelled the tenant's traces most recently (None before any audit)."""
+    return _latest_manifest(store, tenant)
 
 
 def _as_record(label: LabelRecord | Mapping[str, Any], index: int) -> LabelRecord:
@@ -152,32 +131,6 @@ def _as_record(label: LabelRecord | Mapping[str, Any], index: int) -> LabelRecor
         return LabelRecord.from_json(label, f"label record {index}")
     except LabelError as exc:
         raise ReviewError(str(exc)) from exc
-
-
-def _other_manifest_modes(store: Store, tenant: str, trace_ids: Sequence[str],
-                          manifest_ids: set[str]) -> dict[str, set[str]]:
-    if not trace_ids:
-        return {}
-    # each other manifest's newest label of these traces, decided per key (no FINAL over labels)
-    newest = newest_labels_sql(store, ["tenant = {tenant:String}", "trace_id IN {ids:Array(String)}",
-                                       "manifest_id NOT IN {ms:Array(String)}"])
-    rows = store.query_rows(
-        f"SELECT trace_id, failure_mode FROM ({newest})",
-        {"tenant": tenant, "ids": list(trace_ids), "ms": sorted(manifest_ids)},
-    )
-    modes: dict[str, set[str]] = {}
-    for trace_id, mode in rows:
-        modes.setdefault(str(trace_id), set()).add(str(mode))
-    return modes
-
-
-def _queue_row(store: Store, tenant: str, queue: str) -> tuple[int, str] | None:
-    rows = store.query_rows(
-        f"SELECT reviewers_per_item, description FROM {store.table('review_queues')} FINAL "
-        "WHERE tenant = {tenant:String} AND queue = {queue:String}",
-        {"tenant": tenant, "queue": queue},
-    )
-    return (int(rows[0][0]), str(rows[0][1])) if rows else None
 
 
 def check_enqueue_options(queue: str, per_mode: int = 20, reviewers: int = 2, low_confidence: float = 0.6) -> None:
@@ -217,10 +170,10 @@ def enqueue(
     Returns what was added, per stratum.
     """
     check_enqueue_options(queue, per_mode, reviewers, low_confidence)
-    existing_queue = _queue_row(store, tenant, queue)
-    if existing_queue is not None and existing_queue[0] != reviewers:
+    existing_queue = queue_settings(store, tenant, queue)
+    if existing_queue is not None and existing_queue.reviewers_per_item != reviewers:
         raise ReviewError(
-            f"queue {queue!r} already exists with {existing_queue[0]} reviewers per item (asked for "
+            f"queue {queue!r} already exists with {existing_queue.reviewers_per_item} reviewers per item (asked for "
             f"{reviewers}); keep K, or use a new queue name"
         )
     if labels is None:
@@ -245,7 +198,7 @@ def enqueue(
     by_trace = {r.trace_id: r for r in records if not r.is_incomplete}
 
     existing = {it.trace_id: it for it in list_items(store, tenant=tenant, queue=queue)}
-    others = _other_manifest_modes(store, tenant, list(by_trace), {r.manifest_id for r in records})
+    others = other_manifest_modes(store, tenant, list(by_trace), {r.manifest_id for r in records})
 
     def conf(r: LabelRecord) -> float:
         return r.confidence if r.confidence is not None else 1.0
@@ -284,22 +237,14 @@ def enqueue(
 
     now = utc_now()
     start = max((it.position for it in existing.values()), default=-1) + 1
-    rows = []
-    for offset, (name, t) in enumerate(order):
-        r = by_trace[t]
-        rows.append((
-            tenant, queue, t, r.query_id, r.manifest_id, name.split(":")[0], r.failure_mode.value, r.confidence,
-            json.dumps(r.to_json(), sort_keys=True, default=str), start + offset, now,
-        ))
-    if existing_queue is None or rows:
+    items = [_queue_item(tenant, queue, by_trace[t], name.split(":")[0], start + offset)
+             for offset, (name, t) in enumerate(order)]
+    if existing_queue is None or items:
         options = {"per_mode": per_mode, "low_confidence": low_confidence, "manifest_id": manifest_id}
-        store.insert("review_queues",
-                     [(tenant, queue, reviewers, description or (existing_queue or (0, ""))[1],
-                       json.dumps(options, sort_keys=True), now, now)],
-                     ["tenant", "queue", "reviewers_per_item", "description", "options", "created_at", "updated_at"])
-    store.insert("review_items", rows,
-                 ["tenant", "queue", "trace_id", "query_id", "manifest_id", "reason", "failure_mode", "confidence",
-                  "label_detail", "position", "added_at"])
+        save_queue(store, tenant=tenant, queue=queue, reviewers_per_item=reviewers,
+                   description=description or (existing_queue.description if existing_queue else ""),
+                   options=options, at=now)
+    add_queue_items(store, items, added_at=now)
     return EnqueueResult(queue=queue, tenant=tenant, reviewers_per_item=reviewers,
                          added={name: len(ts) for name, ts in strata.items() if ts},
                          already_queued=len(existing), candidates=len(by_trace))
@@ -309,88 +254,49 @@ def _stratum(reason: str, mode: str) -> str:
     return f"mode:{mode}" if reason == "mode" else reason
 
 
+def _queue_item(tenant: str, queue: str, label: LabelRecord, reason: str, position: int) -> QueueItem:
+    return QueueItem(tenant, queue, label.trace_id, label.query_id, label.manifest_id, reason, label.failure_mode.value,
+                     label.confidence, label.to_json(), position)
+
+
 # --- reading queues ---------------------------------------------------------------------------
-_ITEM_COLS = ("tenant, queue, trace_id, query_id, manifest_id, reason, failure_mode, confidence, label_detail, "
-              "position")
-
-
-def _item(row: tuple[Any, ...]) -> QueueItem:
-    tenant, queue, trace_id, query_id, manifest_id, reason, mode, confidence, detail, position = row
-    return QueueItem(str(tenant), str(queue), str(trace_id), str(query_id), str(manifest_id), str(reason),
-                     str(mode), confidence, json.loads(detail) if detail else {}, int(position))
-
-
 def list_items(store: Store, *, tenant: str, queue: str) -> list[QueueItem]:
-    rows = store.query_rows(
-        f"SELECT {_ITEM_COLS} FROM {store.table('review_items')} FINAL "
-        "WHERE tenant = {tenant:String} AND queue = {queue:String} ORDER BY position",
-        {"tenant": tenant, "queue": queue},
-    )
-    return [_item(r) for r in rows]
+    return queue_items(store, tenant=tenant, queue=queue)
 
 
 def get_item(store: Store, *, tenant: str, queue: str, trace_id: str) -> QueueItem | None:
-    rows = store.query_rows(
-        f"SELECT {_ITEM_COLS} FROM {store.table('review_items')} FINAL "
-        "WHERE tenant = {tenant:String} AND queue = {queue:String} AND trace_id = {t:String}",
-        {"tenant": tenant, "queue": queue, "t": trace_id},
-    )
-    return _item(rows[0]) if rows else None
+    return queue_item(store, tenant=tenant, queue=queue, trace_id=trace_id)
 
 
 def queue_names(store: Store, *, tenant: str) -> list[str]:
-    rows = store.query_rows(
-        f"SELECT queue FROM {store.table('review_queues')} FINAL WHERE tenant = {{tenant:String}} "
-        "ORDER BY created_at, queue",
-        {"tenant": tenant},
-    )
-    return [str(r[0]) for r in rows]
+    return _queue_names(store, tenant=tenant)
 
 
 def reviewers_per_item(store: Store, *, tenant: str, queue: str) -> int:
-    row = _queue_row(store, tenant, queue)
-    if row is None:
+    settings = queue_settings(store, tenant, queue)
+    if settings is None:
         raise ReviewError(f"no queue {queue!r} in tenant {tenant!r}; create it with `ragtrace review enqueue`")
-    return row[0]
+    return settings.reviewers_per_item
 
 
 def progress(store: Store, *, tenant: str, queue: str) -> QueueProgress:
     k = reviewers_per_item(store, tenant=tenant, queue=queue)
-    params = {"tenant": tenant, "queue": queue}
-    n_items = int(store.query_rows(
-        f"SELECT count() FROM {store.table('review_items')} FINAL "
-        "WHERE tenant = {tenant:String} AND queue = {queue:String}", params)[0][0])
-    per_item = store.query_rows(
-        f"SELECT trace_id, count() FROM {store.table('review_decisions')} FINAL "
-        "WHERE tenant = {tenant:String} AND queue = {queue:String} GROUP BY trace_id", params)
-    per_reviewer = store.query_rows(
-        f"SELECT reviewer_id, any(reviewer_name), count() FROM {store.table('review_decisions')} FINAL "
-        "WHERE tenant = {tenant:String} AND queue = {queue:String} GROUP BY reviewer_id ORDER BY 2, 1",
-        params)
+    counts = queue_counts(store, tenant=tenant, queue=queue)
     return QueueProgress(
-        queue=queue, reviewers_per_item=k, items=n_items,
-        complete=sum(1 for _, c in per_item if c >= k), decisions=sum(int(c) for _, c in per_item),
-        reviewers=tuple(ReviewerProgress(str(r), str(n), int(c)) for r, n, c in per_reviewer),
+        queue=queue, reviewers_per_item=k, items=counts.items,
+        complete=sum(1 for c in counts.decisions_per_item.values() if c >= k),
+        decisions=sum(counts.decisions_per_item.values()),
+        reviewers=tuple(ReviewerProgress(r, n, c) for r, n, c in counts.reviewers),
     )
 
 
 # --- assignment and decisions -----------------------------------------------------------------
 def decided_by(store: Store, reviewer: Reviewer, queue: str) -> set[str]:
-    rows = store.query_rows(
-        f"SELECT trace_id FROM {store.table('review_decisions')} FINAL WHERE tenant = {{tenant:String}} "
-        "AND queue = {queue:String} AND reviewer_id = {rid:String}",
-        {"tenant": reviewer.tenant, "queue": queue, "rid": reviewer.reviewer_id},
-    )
-    return {str(r[0]) for r in rows}
+    return decided_traces(store, tenant=reviewer.tenant, queue=queue, reviewer_id=reviewer.reviewer_id)
 
 
 def holds(store: Store, reviewer: Reviewer, queue: str, trace_id: str) -> bool:
-    rows = store.query_rows(
-        f"SELECT count() FROM {store.table('review_assignments')} FINAL WHERE tenant = {{tenant:String}} "
-        "AND queue = {queue:String} AND trace_id = {t:String} AND reviewer_id = {rid:String}",
-        {"tenant": reviewer.tenant, "queue": queue, "t": trace_id, "rid": reviewer.reviewer_id},
-    )
-    return int(rows[0][0]) > 0
+    return holds_item(store, tenant=reviewer.tenant, queue=queue, trace_id=trace_id, reviewer_id=reviewer.reviewer_id)
 
 
 def next_item(store: Store, reviewer: Reviewer, queue: str, *, lease: timedelta = LEASE) -> str | None:
@@ -398,42 +304,18 @@ def next_item(store: Store, reviewer: Reviewer, queue: str, *, lease: timedelta 
     k = reviewers_per_item(store, tenant=reviewer.tenant, queue=queue)
     with _ASSIGN_LOCK:
         now = utc_now()
-        params = {"tenant": reviewer.tenant, "queue": queue, "rid": reviewer.reviewer_id, "now": now, "k": k}
         # An item this reviewer holds but has not decided comes back first (a reload, a crash):
         # it was given to them, so it is not "shown twice" to anyone else.
-        rows = store.query_rows(
-            f"SELECT a.trace_id FROM {store.table('review_assignments')} AS a FINAL "
-            f"INNER JOIN {store.table('review_items')} AS i FINAL "
-            "ON i.tenant = a.tenant AND i.queue = a.queue AND i.trace_id = a.trace_id "
-            "WHERE a.tenant = {tenant:String} AND a.queue = {queue:String} AND a.reviewer_id = {rid:String} "
-            f"AND a.trace_id NOT IN (SELECT trace_id FROM {store.table('review_decisions')} FINAL "
-            "  WHERE tenant = {tenant:String} AND queue = {queue:String} AND reviewer_id = {rid:String}) "
-            "ORDER BY i.position LIMIT 1",
-            params,
-        )
-        if rows:
-            return str(rows[0][0])
+        held = held_item(store, tenant=reviewer.tenant, queue=queue, reviewer_id=reviewer.reviewer_id)
+        if held is not None:
+            return held
         # Otherwise: an item never given to this reviewer, held or decided by fewer than K others.
-        rows = store.query_rows(
-            f"SELECT i.trace_id FROM {store.table('review_items')} AS i FINAL "
-            "WHERE i.tenant = {tenant:String} AND i.queue = {queue:String} "
-            f"AND i.trace_id NOT IN (SELECT trace_id FROM {store.table('review_assignments')} FINAL "
-            "  WHERE tenant = {tenant:String} AND queue = {queue:String} AND reviewer_id = {rid:String}) "
-            "AND i.trace_id NOT IN (SELECT trace_id FROM ("
-            "  SELECT trace_id, reviewer_id FROM "
-            f"  {store.table('review_decisions')} FINAL WHERE tenant = {{tenant:String}} AND queue = {{queue:String}} "
-            "  UNION DISTINCT SELECT trace_id, reviewer_id FROM "
-            f"  {store.table('review_assignments')} FINAL WHERE tenant = {{tenant:String}} "
-            "  AND queue = {queue:String} AND expires_at > {now:DateTime64(3, 'UTC')}"
-            ") GROUP BY trace_id HAVING count() >= {k:UInt32}) "
-            "ORDER BY i.position LIMIT 1",
-            params,
-        )
-        if not rows:
+        trace_id = assignable_item(store, tenant=reviewer.tenant, queue=queue, reviewer_id=reviewer.reviewer_id,
+                                   reviewers_per_item=k, now=now)
+        if trace_id is None:
             return None
-        trace_id = str(rows[0][0])
-        store.insert("review_assignments", [(reviewer.tenant, queue, trace_id, reviewer.reviewer_id, now, now + lease)],
-                     ["tenant", "queue", "trace_id", "reviewer_id", "assigned_at", "expires_at"])
+        assign_item(store, tenant=reviewer.tenant, queue=queue, trace_id=trace_id, reviewer_id=reviewer.reviewer_id,
+                    at=now, expires_at=now + lease)
         return trace_id
 
 
@@ -458,7 +340,10 @@ def record_decision(
         raise ReviewError(f"no item {trace_id!r} in queue {queue!r}")
     if failure_mode not in FAILURE_MODES:
         raise ReviewError(f"failure mode {failure_mode!r} is not one of {', '.join(FAILURE_MODES)}")
-    gen = item.record.generation
+    try:
+        gen = item.record.generation
+    except LabelError as exc:
+        raise ReviewError(str(exc)) from exc
     label_claims = list(gen.claims) if gen is not None else []
     if len(claims) != len(label_claims):
         raise ReviewError(f"expected a verdict for each of the {len(label_claims)} claims, got {len(claims)}")
@@ -479,29 +364,12 @@ def record_decision(
         rel_rows = tuple({"doc_id": d, "relevant": bool(r)} for d, r in sorted((relevance or {}).items()))
         decision = Decision(queue, trace_id, reviewer.reviewer_id, reviewer.name, item.manifest_id,
                             item.failure_mode, failure_mode, claim_rows, rel_rows, note, utc_now())
-        store.insert("review_decisions", [(
-            reviewer.tenant, queue, trace_id, reviewer.reviewer_id, reviewer.name, item.manifest_id,
-            item.failure_mode, failure_mode, json.dumps(list(claim_rows)), json.dumps(list(rel_rows)), note,
-            decision.decided_at,
-        )], ["tenant", "queue", "trace_id", "reviewer_id", "reviewer_name", "manifest_id", "labeller_failure_mode",
-             "failure_mode", "claims", "relevance", "note", "decided_at"])
+        save_decision(store, reviewer.tenant, decision)
     return decision
 
 
-def _read_decisions(store: Store, where: str, order_by: str, params: dict[str, str]) -> list[Decision]:
-    """Decisions matching ``where`` (a fixed SQL condition over ``params``, never user text)."""
-    rows = store.query_rows(
-        f"SELECT queue, trace_id, reviewer_id, reviewer_name, manifest_id, labeller_failure_mode, failure_mode, "
-        f"claims, relevance, note, decided_at FROM {store.table('review_decisions')} FINAL "
-        f"WHERE {where} ORDER BY {order_by}", params)
-    return [Decision(str(q), str(t), str(rid), str(name), str(m), str(lm), str(fm),
-                     tuple(json.loads(c or "[]")), tuple(json.loads(rel or "[]")), str(note), as_utc(at))
-            for q, t, rid, name, m, lm, fm, c, rel, note, at in rows]
-
-
 def list_decisions(store: Store, *, tenant: str, queue: str) -> list[Decision]:
-    return _read_decisions(store, "tenant = {tenant:String} AND queue = {queue:String}",
-                           "trace_id, decided_at, reviewer_id", {"tenant": tenant, "queue": queue})
+    return queue_decisions(store, tenant=tenant, queue=queue)
 
 
 def add_trace(store: Store, queue: str, label: LabelRecord, *, tenant: str, reviewers: int = 2,
@@ -515,27 +383,18 @@ def add_trace(store: Store, queue: str, label: LabelRecord, *, tenant: str, revi
     if label.is_incomplete:
         raise ReviewError("this trace is incomplete: it has no failure mode to confirm or correct, so it is "
                           "not reviewed (as `enqueue` leaves such traces out)")
-    existing_queue = _queue_row(store, tenant, queue)
+    existing_queue = queue_settings(store, tenant, queue)
     if get_item(store, tenant=tenant, queue=queue, trace_id=label.trace_id) is not None:
         return False
     now = utc_now()
     if existing_queue is None:
-        store.insert("review_queues",
-                     [(tenant, queue, reviewers, description, json.dumps({"manual": True}), now, now)],
-                     ["tenant", "queue", "reviewers_per_item", "description", "options", "created_at", "updated_at"])
-    position = store.query_rows(
-        f"SELECT max(position) + 1, count() FROM {store.table('review_items')} FINAL "
-        "WHERE tenant = {tenant:String} AND queue = {queue:String}", {"tenant": tenant, "queue": queue})[0]
-    store.insert("review_items", [(
-        tenant, queue, label.trace_id, label.query_id, label.manifest_id, "manual", label.failure_mode.value,
-        label.confidence, json.dumps(label.to_json(), sort_keys=True, default=str),
-        int(position[0]) if position[1] else 0, now,
-    )], ["tenant", "queue", "trace_id", "query_id", "manifest_id", "reason", "failure_mode", "confidence",
-         "label_detail", "position", "added_at"])
+        save_queue(store, tenant=tenant, queue=queue, reviewers_per_item=reviewers, description=description,
+                   options={"manual": True}, at=now)
+    position = next_position(store, tenant=tenant, queue=queue)
+    add_queue_items(store, [_queue_item(tenant, queue, label, "manual", position)], added_at=now)
     return True
 
 
 def decisions_for_trace(store: Store, *, tenant: str, trace_id: str) -> list[Decision]:
     """Every review decision on one trace, in every queue of the tenant, oldest first."""
-    return _read_decisions(store, "tenant = {tenant:String} AND trace_id = {t:String}",
-                           "decided_at, queue, reviewer_id", {"tenant": tenant, "t": trace_id})
+    return trace_decisions(store, tenant=tenant, trace_id=trace_id)

@@ -1,9 +1,9 @@
 """The numbers behind `/dashboard`: per release and per day (or hour), the failure-mode rates, the
 abstention rate, gold-in-context and groundedness, each with its n and a 95% interval.
 
-One labeller manifest at a time (labels of different manifests are never pooled). The engine
-aggregates (one GROUP BY over the newest version of each trace's label, decided per key without
-``FINAL``: `ragtrace_store.labels.newest_labels_sql`); Python only turns counts into intervals:
+One labeller manifest at a time (labels of different manifests are never pooled). The store
+counts (`ragtrace_store.label_series`: one GROUP BY over the newest version of each trace's
+label); this module only turns counts into intervals:
 
 * rates are k of n with Wilson score intervals (`ragtrace_review.agreement.wilson`), well-behaved
   at 0 and n. The denominators differ on purpose: failure modes count the labelled traces that
@@ -25,8 +25,8 @@ from statistics import NormalDist
 
 from ragtrace_review.agreement import wilson
 from ragtrace_review.errors import ReviewError
-from ragtrace_store import FAILURE_MODES, FailureMode, Store, TraceFilter, as_utc
-from ragtrace_store.labels import newest_labels_sql
+from ragtrace_store import FAILURE_MODES, Store, TraceFilter
+from ragtrace_store.label_series import label_counts, labelled_time_range
 
 __all__ = ["BUCKETS", "Bucket", "Mean", "Rate", "Series", "dashboard_series"]
 
@@ -113,46 +113,25 @@ def dashboard_series(store: Store, *, tenant: str, manifest_id: str | None, rele
         raise ReviewError(f"bucket {bucket!r}: use one of {', '.join(BUCKETS)}")
     if manifest_id is None:
         return Series(None, "day" if bucket == "auto" else bucket, _STEP.get(bucket, _STEP["day"]), (), ())
-    where, params = TraceFilter(tenant=tenant, release=release, service=service, since=since,
-                                until=until).conditions(time_column="trace_time")
-    where.append("manifest_id = {manifest:String}")
-    params["manifest"] = manifest_id
-    labels = store.table("labels")
-    first, last = store.query_rows(f"SELECT min(trace_time), max(trace_time) FROM {labels} "
-                                   f"WHERE {' AND '.join(where)}", params)[0]
+    flt = TraceFilter(tenant=tenant, release=release, service=service, since=since, until=until)
+    first, last = labelled_time_range(store, flt, manifest_id)
     if bucket == "auto":
-        span = (as_utc(last) - as_utc(first)) if first is not None and last is not None else timedelta(0)
+        span = (last - first) if first is not None and last is not None else timedelta(0)
         bucket = "hour" if span <= AUTO_HOURLY else "day"
     step = _STEP[bucket]
-    if first is not None and last is not None and (as_utc(last) - as_utc(first)) / step > MAX_BUCKETS:
-        raise ReviewError(f"the labelled traces span {(as_utc(last) - as_utc(first)).days} days: more than "
+    if first is not None and last is not None and (last - first) / step > MAX_BUCKETS:
+        raise ReviewError(f"the labelled traces span {(last - first).days} days: more than "
                           f"{MAX_BUCKETS} {bucket}s; choose bucket=day or a shorter window (since/until)")
-    interval = "INTERVAL 1 DAY" if bucket == "day" else "INTERVAL 1 HOUR"
-    # the manifest's labels, the newest version of each; release, service and time filter that version
-    keys = ["tenant = {tenant:String}", "manifest_id = {manifest:String}"]
-    newest = newest_labels_sql(store, keys, [c for c in where if c not in keys])
-    # fixed names from the labels contract, not input
-    modes = ", ".join(f"countIf(failure_mode = '{m}')" for m in (*FAILURE_MODES, FailureMode.INCOMPLETE.value))
-    rows = store.query_rows(
-        f"SELECT release, toStartOfInterval(trace_time, {interval}, 'UTC') AS b, count(), {modes}, "
-        "countIf(generation != ''), countIf(generation = 'abstained'), "
-        "countIf(isNotNull(gold_in_context)), countIf(gold_in_context = true), "
-        "count(groundedness), avg(groundedness), stddevSamp(groundedness) "
-        f"FROM ({newest}) GROUP BY release, b ORDER BY release, b", params)
     out = []
-    nm = len(FAILURE_MODES) + 1
-    for row in rows:
-        rel, start, n = str(row[0]), as_utc(row[1]), int(row[2])
-        *counts, n_incomplete = (int(c) for c in row[3:3 + nm])
-        judged, abstained, gic_n, gic_k, g_n, g_mean, g_sd = row[3 + nm:]
+    for c in label_counts(store, flt, manifest_id, bucket):
+        complete = c.labels - c.incomplete
         out.append(Bucket(
-            release=rel, start=start, end=start + step, n=n,
-            modes={m: rate(c, n - n_incomplete) for m, c in zip(FAILURE_MODES, counts, strict=True)},
-            incomplete=rate(n_incomplete, n),
-            abstention=rate(int(abstained), int(judged)),
-            gold_in_context=rate(int(gic_k), int(gic_n)),
-            groundedness=mean(int(g_n), None if g_mean is None else float(g_mean),
-                              None if g_sd is None else float(g_sd)),
+            release=c.release, start=c.start, end=c.start + step, n=c.labels,
+            modes={m: rate(c.modes[m], complete) for m in FAILURE_MODES},
+            incomplete=rate(c.incomplete, c.labels),
+            abstention=rate(c.abstained, c.judged),
+            gold_in_context=rate(c.gold_in_context, c.gold_known),
+            groundedness=mean(c.grounded, c.groundedness_mean, c.groundedness_sd),
         ))
     # in order of first appearance (a baseline before its candidate), then by name
     releases = tuple(sorted({b.release for b in out},

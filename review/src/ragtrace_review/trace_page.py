@@ -10,26 +10,15 @@ user feedback, the gold set with where each gold document came from, and the ref
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 
 from ragtrace_review.queues import Decision, decisions_for_trace, queue_names
 from ragtrace_review.trace_list import ManifestInfo, manifest_infos
 from ragtrace_review.view import ItemView, trace_view
-from ragtrace_store import LabelError, LabelRecord, Store, TraceRecord, as_utc, read_labels
+from ragtrace_store import LabelError, LabelRecord, Store, TraceRecord, read_labels
+from ragtrace_store.feedback import Feedback, trace_feedback
+from ragtrace_store.gold_judgements import GoldDoc, trace_gold
 
-
-@dataclass(frozen=True)
-class Feedback:
-    score: float | None
-    comment: str
-    added_at: datetime | None
-
-
-@dataclass(frozen=True)
-class GoldDoc:
-    doc_id: str
-    relevance: int
-    source: str  # span | qrels | review
+__all__ = ["Feedback", "GoldDoc", "LabelEntry", "TracePageView", "trace_page_view"]
 
 
 @dataclass(frozen=True)
@@ -76,25 +65,11 @@ def trace_page_view(store: Store, *, tenant: str, trace_id: str, manifest_id: st
     chosen = next((r for r in records if r.manifest_id == manifest_id), None) if manifest_id else \
         (records[0] if records else None)
     view = trace_view(trace, chosen)
-    params = {"tenant": tenant, "t": trace_id, "q": trace.query_id if trace else ""}
-    feedback = tuple(Feedback(None if s is None else float(s), str(c), as_utc(at) if at else None)
-                     for s, c, at in store.query_rows(
-                         # the newest version of each feedback key (what FINAL keeps), by key; a
-                         # tuple, so a NULL score is kept as the newest version's, not skipped
-                         "SELECT w.1, w.2, at FROM (SELECT argMax(tuple(score, comment), added_at) AS w, "
-                         f"max(added_at) AS at FROM {store.table('feedback')} WHERE tenant = {{tenant:String}} "
-                         "AND (trace_id = {t:String} OR (trace_id = '' AND query_id != '' AND query_id = {q:String})) "
-                         "GROUP BY trace_id, query_id, span_id) ORDER BY at", params))
+    query_id = trace.query_id if trace else ""
+    feedback = tuple(trace_feedback(store, tenant=tenant, trace_id=trace_id, query_id=query_id))
     # which source each gold document came from: the same rule read_traces applies (gold keyed by
     # this trace wins over gold keyed by its query id)
-    gold_rows = store.query_rows(
-        # the newest judgement of each (source, query, trace, document) decides, as in read_traces
-        "SELECT trace_id, doc_id, rel, source FROM (SELECT source, query_id, trace_id, doc_id, "
-        f"argMax(relevance, added_at) AS rel FROM {store.table('gold')} WHERE tenant = {{tenant:String}} "
-        "AND (trace_id = {t:String} OR (trace_id = '' AND query_id != '' AND query_id = {q:String})) "
-        "GROUP BY source, query_id, trace_id, doc_id) WHERE rel > 0 ORDER BY source, doc_id", params)
-    by_trace = [r for r in gold_rows if r[0]]
-    gold = tuple(GoldDoc(str(d), int(rel), str(src)) for _, d, rel, src in (by_trace or gold_rows))
+    gold = tuple(trace_gold(store, tenant=tenant, trace_id=trace_id, query_id=query_id))
     return TracePageView(
         trace_id=trace_id, trace=trace, view=view, label=chosen,
         manifest_id=chosen.manifest_id if chosen else manifest_id, labels=entries,

@@ -47,8 +47,18 @@ from ragtrace_store.labels import (
     write_label_lines,
     write_labels,
 )
+from ragtrace_store.listing import (
+    EXACT_COUNT_ROWS,
+    FilterValues,
+    LabelFilter,
+    TraceCount,
+    TraceListing,
+    count_listing,
+    count_traces,
+    filter_values,
+)
 from ragtrace_store.migrations import Migration, load_migrations
-from ragtrace_store.paging import CursorError, TraceCount, count_traces, decode_cursor, encode_cursor
+from ragtrace_store.paging import CursorError, decode_cursor, encode_cursor
 from ragtrace_store.records import DEFAULT_TENANT, STAGES, DocumentRef, TraceRecord
 
 __all__ = [
@@ -56,6 +66,7 @@ __all__ = [
     "DEFAULT_DATABASE",
     "DEFAULT_TENANT",
     "ENV_STORE",
+    "EXACT_COUNT_ROWS",
     "FAILURE_MODES",
     "GENERATION_VERDICTS",
     "GOLD_SOURCES",
@@ -69,12 +80,14 @@ __all__ = [
     "CursorError",
     "DocumentRef",
     "FailureMode",
+    "FilterValues",
     "GenerationRecord",
     "GenerationVerdict",
     "GoldSource",
     "GoldSpan",
     "GoldSpanError",
     "LabelError",
+    "LabelFilter",
     "LabelRecord",
     "Migration",
     "RankingRecord",
@@ -85,13 +98,16 @@ __all__ = [
     "StoreLockedError",
     "TraceCount",
     "TraceFilter",
+    "TraceListing",
     "TraceRecord",
     "arrow_table",
     "as_utc",
+    "count_listing",
     "count_traces",
     "decode_cursor",
     "default_store_path",
     "encode_cursor",
+    "filter_values",
     "is_server_url",
     "json_line_values",
     "label_row",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
@@ -24,7 +24,6 @@ from ragtrace_store.assembly import (
 from ragtrace_store.clock import as_utc
 from ragtrace_store.filters import TraceFilter
 from ragtrace_store.records import DEFAULT_TENANT, STAGE_CONTEXT, DocumentRef, TraceRecord
-from ragtrace_store.roots import winners_sql
 
 if TYPE_CHECKING:
     from ragtrace_store.client import Store
@@ -47,31 +46,35 @@ def read_traces(
     include_all: bool = False,
     cursor: str | None = None,
 ) -> Iterator[TraceRecord]:
-    """Assembled queries, newest first. Only traces whose root span has arrived are returned, and
-    only queries (`query_condition`) unless ``include_all`` (the others have ``is_query`` False).
-    ``cursor`` (`ragtrace_store.paging.encode_cursor` of the same filters) continues a listing after
-    the trace it names; a cursor of other filters raises `ragtrace_store.paging.CursorError`."""
+    """Assembled queries, newest first (ties by trace id ascending: `ragtrace_store.listing`). Only
+    traces whose root span has arrived are returned, and only queries (`query_condition`) unless
+    ``include_all`` (the others have ``is_query`` False). ``cursor`` (`ragtrace_store.paging.encode_cursor`
+    of the same listing: ``TraceListing(TraceFilter(...), include_all=...)`` of these arguments)
+    continues a listing after the trace it names; a cursor of other filters, or not a cursor,
+    raises `ragtrace_store.paging.CursorError`."""
+    from ragtrace_store.listing import TraceListing, root_page
     from ragtrace_store.paging import decode_cursor
 
-    flt = TraceFilter(tenant=tenant, service=service, release=release, since=since, until=until,
-                      trace_ids=trace_ids)
-    # Pages of roots (keyset pagination on the sort order), each assembled before the next is
-    # read, so memory stays bounded however large the store is.
-    page = 500
-    if flt.trace_ids is not None:
+    listing = TraceListing(TraceFilter(tenant=tenant, service=service, release=release, since=since, until=until,
+                                       trace_ids=trace_ids), include_all=include_all)
+    # a time listing's cursor decodes to a start time (`decode_cursor`)
+    after = None if cursor is None else cast(tuple[datetime, str], decode_cursor(cursor, listing))
+    ids = listing.filter.trace_ids
+    if ids is not None:
         # Listed ids: their root rows are read in one pass (rows of random ids sit in most of the
         # table's granules, so each query over them costs about a pass; the root rows are small),
         # and assembled 2,000 at a time (their documents, gold, references and spans: one pass each).
-        start = None if cursor is None else decode_cursor(cursor, flt, include_all=include_all)
-        roots = _root_page(store, flt, start, limit or max(1, len(set(flt.trace_ids))), include_all)
+        roots = root_page(store, listing, after, limit or max(1, len(set(ids))))
         for i in range(0, len(roots), _LISTED_CHUNK):
             yield from _assemble(store, tenant, roots[i:i + _LISTED_CHUNK], with_content)
         return
+    # Pages of roots (keyset pagination on the listing's order), each assembled before the next is
+    # read, so memory stays bounded however large the store is.
+    page = 500
     left = limit
-    after: tuple[Any, str] | None = None if cursor is None else decode_cursor(cursor, flt, include_all=include_all)
     while left is None or left > 0:
         n = page if left is None else min(page, left)
-        roots = _root_page(store, flt, after, n, include_all)
+        roots = root_page(store, listing, after, n)
         if not roots:
             return
         yield from _assemble(store, tenant, roots, with_content)
@@ -84,69 +87,6 @@ def read_traces(
 
 #: listed traces assembled at a time (what one reader holds of their documents)
 _LISTED_CHUNK = 2000
-
-
-#: the root row's columns `_assemble` reads, after trace_id
-_ROOT_COLUMNS = ("query_id", "service", "release", "environment", "route", "start_time", "query", "answer",
-                 "span_id", "root_priority", "kind")
-_AFTER = ("(start_time < {after_t:DateTime64(3, 'UTC')} OR (start_time = {after_t:DateTime64(3, 'UTC')} "
-          "AND trace_id > {after_id:String}))")
-
-
-def _root_page(store: Store, flt: TraceFilter, after: tuple[Any, str] | None, n: int,
-               include_all: bool) -> list[tuple[Any, ...]]:
-    """The next ``n`` roots after ``after`` (newest first, then by trace id), each trace's winning
-    root row (`ragtrace_store.roots`), exactly, without FINAL.
-
-    The newest ``k`` root rows that match are the candidates (through the ``by_time`` projection
-    of migration 0005); their traces' winners are decided from all their rows (by trace id, the
-    table's key) and filtered. That is exact as soon as the n-th winner sorts no later than the
-    k-th candidate (a trace whose winner sorts before it has that row among the candidates) or when
-    fewer than ``k`` rows match at all; otherwise ``k`` grows fourfold. So a page reads about its
-    own size. Listed trace ids need no candidates: a condition on the id holds for all of a trace's rows.
-    """
-    where, params = flt.conditions()
-    if after is not None:
-        where.append(_AFTER)
-        params["after_t"], params["after_id"] = after
-    order = f"ORDER BY start_time DESC, trace_id LIMIT {int(n)}"
-    if flt.trace_ids is not None:
-        among = ("SELECT trace_id FROM (SELECT arrayJoin({trace_ids:Array(String)}) AS trace_id)")
-        return _winners_page(store, flt, where, params, ["trace_id IN {trace_ids:Array(String)}"], among,
-                             order, include_all)
-    k = n + max(16, n // 4)
-    while True:
-        cands = store.query_rows(
-            f"SELECT trace_id, start_time, root_priority FROM {store.table('queries')} WHERE {' AND '.join(where)} "
-            f"ORDER BY start_time DESC, trace_id LIMIT {int(k)}", params)
-        if not cands:
-            return []
-        p = {**params, "cand_ids": list(dict.fromkeys(c[0] for c in cands)),
-             # query_condition reads spans only for the candidates not rooted by the SDK
-             "qc_ids": list({c[0] for c in cands if c[2] not in (0, SDK_ROOT_PRIORITY)})}
-        page = _winners_page(store, flt, where, p, ["trace_id IN {cand_ids:Array(String)}"],
-                             "SELECT arrayJoin({qc_ids:Array(String)})", order, include_all)
-        cutoff = (cands[-1][1], cands[-1][0])
-        if len(cands) < k or (len(page) == n and _not_after(page[-1][6], page[-1][0], *cutoff)):
-            return page
-        k *= 4
-
-
-def _winners_page(store: Store, flt: TraceFilter, where: list[str], params: dict[str, Any], traces: list[str],
-                  among: str, order: str, include_all: bool) -> list[tuple[Any, ...]]:
-    """The winning root rows of the ``traces`` (conditions on the trace id), filtered by ``where`` and
-    whether they are queries, as `_assemble` reads them."""
-    cond = list(where)
-    if not include_all:
-        cond.append(query_condition(store, flt, among=among))
-    winners = winners_sql(store, _ROOT_COLUMNS, ["tenant = {tenant:String}", *traces])
-    return store.query_rows(f"SELECT trace_id, {', '.join(_ROOT_COLUMNS)} FROM ({winners}) "
-                            f"WHERE {' AND '.join(cond)} {order}", params)
-
-
-def _not_after(t: Any, trace_id: str, cut_t: Any, cut_id: str) -> bool:
-    """Whether (t, trace_id) sorts no later than the cutoff in newest-first, then id, order."""
-    return bool(t > cut_t or (t == cut_t and trace_id <= cut_id))
 
 
 def query_condition(store: Store, flt: TraceFilter, *, among: str | None = None) -> str:
@@ -175,8 +115,8 @@ def query_condition(store: Store, flt: TraceFilter, *, among: str | None = None)
 def count_roots(store: Store, flt: TraceFilter) -> dict[str, int]:
     """``{"queries": n, "other": m}``: the traces `read_traces` returns, and the other roots, exactly
     (each trace's winning root row, no FINAL; memory grows with the matching traces: a bounded count
-    for listings is `ragtrace_store.paging.count_traces`)."""
-    from ragtrace_store.paging import count_traces
+    for listings is `ragtrace_store.listing.count_traces`)."""
+    from ragtrace_store.listing import count_traces
 
     got = count_traces(store, flt, exact_up_to=None)
     return {"queries": got.queries, "other": got.others or 0}

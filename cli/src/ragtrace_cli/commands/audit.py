@@ -374,49 +374,35 @@ def labels_main(argv: list[str]) -> int:
     return 0
 
 
-def _matched_queries(store: Any, tenant: str, query_ids: list[str]) -> int:
-    matched = store.query_rows(
-        # any root row carrying the query id counts (a retried copy names the same one): no FINAL
-        f"SELECT count(DISTINCT query_id) FROM {store.table('queries')} "
-        "WHERE tenant = {tenant:String} AND query_id IN {qids:Array(String)}",
-        {"tenant": tenant, "qids": query_ids},
-    )
-    return int(matched[0][0]) if matched else 0
-
-
 def import_references(store: Any, refs: dict[str, str], *, tenant: str = "default") -> dict[str, int]:
     """Write reference answers into ``reference_answers`` (source 'import', keyed by query id; a
     re-import replaces the earlier reference)."""
-    from ragtrace_store import utc_now
+    from ragtrace_store.query_ids import traced_query_ids
+    from ragtrace_store.reference_answers import add_reference_answers
 
-    now = utc_now()
-    rows = [(tenant, qid, "", ref, "import", now) for qid, ref in refs.items()]
-    for i in range(0, len(rows), 50_000):
-        store.insert("reference_answers", rows[i : i + 50_000],
-                     ["tenant", "query_id", "trace_id", "reference", "source", "added_at"])
-    return {"queries": len(rows), "matched_queries": _matched_queries(store, tenant, list(refs))}
+    written = add_reference_answers(store, refs, tenant=tenant)
+    return {"queries": written, "matched_queries": traced_query_ids(store, tenant=tenant, query_ids=list(refs))}
 
 
 def import_spans(store: Any, spans: list[Any], *, tenant: str = "default") -> dict[str, int]:
     """Write evidence spans into ``gold_spans`` (source 'import', keyed by query id; a re-import of a
     span replaces it). The audit resolves them per trace (`ragtrace_evaluator.audit.evidence`)."""
     from ragtrace_store import write_gold_spans
+    from ragtrace_store.query_ids import traced_query_ids
 
     write_gold_spans(store, spans, tenant=tenant)
     queries = sorted({s.query_id for s in spans})
     return {"spans": len(spans), "relevant": sum(1 for s in spans if s.relevance > 0),
             "sources": len({s.source_id for s in spans}), "queries": len(queries),
-            "matched_queries": _matched_queries(store, tenant, queries)}
+            "matched_queries": traced_query_ids(store, tenant=tenant, query_ids=queries)}
 
 
 def import_qrels(store: Any, qrels: dict[str, dict[str, int]], *, tenant: str = "default") -> dict[str, int]:
     """Write qrels into the ``gold`` table (source 'qrels', keyed by query id; idempotent)."""
-    from ragtrace_store import utc_now
+    from ragtrace_store.gold_judgements import GoldJudgement, add_gold_judgements
+    from ragtrace_store.query_ids import traced_query_ids
 
-    now = utc_now()
-    rows = [(tenant, qid, "", doc, rel, "qrels", now) for qid, docs in qrels.items() for doc, rel in docs.items()]
-    for i in range(0, len(rows), 50_000):
-        store.insert("gold", rows[i : i + 50_000],
-                     ["tenant", "query_id", "trace_id", "doc_id", "relevance", "source", "added_at"])
-    return {"judgements": len(rows), "relevant": sum(1 for r in rows if r[4] > 0), "queries": len(qrels),
-            "matched_queries": _matched_queries(store, tenant, list(qrels))}
+    judgements = [GoldJudgement(qid, "", doc, rel) for qid, docs in qrels.items() for doc, rel in docs.items()]
+    add_gold_judgements(store, judgements, tenant=tenant, source="qrels")
+    return {"judgements": len(judgements), "relevant": sum(1 for j in judgements if j.relevance > 0),
+            "queries": len(qrels), "matched_queries": traced_query_ids(store, tenant=tenant, query_ids=list(qrels))}

@@ -10,6 +10,10 @@ import sys
 
 from ragtrace_cli.commands.common import EXIT_STORE, STORE_HELP, missing_store, open_or_report
 from ragtrace_store import Store, default_store_path, load_migrations
+from ragtrace_store.retention import MAX_RETENTION_DAYS, PASSAGE_MARGIN_DAYS, RetentionError, set_retention
+from ragtrace_store.status import table_rows
+
+__all__ = ["MAX_RETENTION_DAYS", "PASSAGE_MARGIN_DAYS", "store_main"]
 
 
 def store_main(argv: list[str]) -> int:
@@ -76,14 +80,8 @@ def store_main(argv: list[str]) -> int:
             print(f"pending    {', '.join(pending) or 'none'}")
             if not versions:
                 return 0
-            for table in ("queries", "spans", "documents", "passages", "gold", "reference_answers", "feedback",
-                          "labels"):
-                try:
-                    # rows as stored (from the parts' metadata: instant at any size); a retried
-                    # batch counts until its parts merge
-                    n = store.query_rows(f"SELECT count() FROM {store.table(table)}")[0][0]
-                except Exception:
-                    continue
+            # rows as stored (a retried batch counts until its parts merge)
+            for table, n in table_rows(store).items():
                 print(f"{table:<17} {n} rows")
             return 0
         pending = [f"{x.version:04d}_{x.name}" for x in store.pending_migrations()]
@@ -94,47 +92,12 @@ def store_main(argv: list[str]) -> int:
         return _retention(store, a.days)
 
 
-# Traffic ages out; gold, reference answers and reviews are curated labels and are kept.
-_RETENTION = {"spans": "start_time", "queries": "start_time", "documents": "start_time", "feedback": "added_at",
-              "labels": "trace_time"}
-#: Passage text outlives the last document using it by at most this many days. A document is kept
-#: until its start time + DAYS; its passage's last_seen is renewed at most every 6 hours (so it is
-#: at most 12 hours behind the document's arrival) and a start time may lie up to a day ahead of
-#: its arrival (the collector clamps it): 2 days cover both.
-PASSAGE_MARGIN_DAYS = 2
-#: The TTL is DateTime arithmetic, which wraps past 2106: 30000 days from 2026 is 1972, and every
-#: row would expire at the next merge. This many days (+ the margin) stays far below the end.
-MAX_RETENTION_DAYS = 10_000
-_PASSAGE_SCHEMA = 6  # migration 0006 added passages.last_seen
-
-
 def _retention(store: Store, days: int) -> int:
-    ttl: dict[str, str] = {table: f"toDateTime({column}) + INTERVAL {int(days)} DAY"
-                           for table, column in _RETENTION.items()}
-    if days:
-        # Passages have no trace time: they go when no document has used them for DAYS (+ margin).
-        # Rows from before migration 0006 have no real last_seen; they count as seen when it was
-        # applied (the first time: rows written since then carry a real last_seen), so the text of
-        # traces that are still kept is never taken away by an upgrade.
-        since = store.query_rows(f"SELECT min(applied_at) FROM {store.table('schema_migrations')} "
-                                 "WHERE version = {v:UInt32}", {"v": _PASSAGE_SCHEMA})[0][0]
-        since_ms = int(since.timestamp() * 1000)
-        ttl["passages"] = (f"toDateTime(greatest(last_seen, fromUnixTimestamp64Milli(toInt64({since_ms}), 'UTC'))) "
-                           f"+ INTERVAL {int(days) + PASSAGE_MARGIN_DAYS} DAY")
-    else:
-        ttl["passages"] = ""
-    for table, expr in ttl.items():
-        # on a cluster the TTL belongs to the replicated local tables, on every node
-        target = (f"{store.table(table + '_local')} ON CLUSTER '{store.cluster}'"
-                  if store.variant == "cluster" else store.table(table))
-        sql = f"ALTER TABLE {target} " + (f"MODIFY TTL {expr}" if days else "REMOVE TTL")
-        try:
-            store.command(sql)
-        except Exception as exc:
-            if days == 0 and "TTL" in str(exc):
-                continue  # no TTL to remove
-            print(f"ragtrace store retention: {table}: {exc}", file=sys.stderr)
-            return 1
+    try:
+        set_retention(store, days)
+    except RetentionError as exc:
+        print(f"ragtrace store retention: {exc.table}: {exc}", file=sys.stderr)
+        return 1
     print(f"retention set to {days} day(s); passage text no kept document uses goes after "
           f"{days + PASSAGE_MARGIN_DAYS} day(s)" if days else "retention removed (keep forever)")
     return 0

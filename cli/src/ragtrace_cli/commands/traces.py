@@ -31,15 +31,16 @@ from ragtrace_cli.commands.common import (
 )
 from ragtrace_store import (
     DEFAULT_TENANT,
+    EXACT_COUNT_ROWS,
     CursorError,
     TraceCount,
     TraceFilter,
+    TraceListing,
     TraceRecord,
     count_traces,
     encode_cursor,
     parse_time_bound,
 )
-from ragtrace_store.paging import EXACT_COUNT_ROWS
 
 #: how `traces show` names where a context came from (`TraceRecord.context_source`)
 _CONTEXT_SOURCES = {"prompt": "read from the generation prompt", "reranker_top_k": "guessed: the reranker's top_k",
@@ -100,8 +101,9 @@ def traces_main(argv: list[str]) -> int:
             except CursorError as exc:
                 print(f"ragtrace traces: --cursor: {exc}", file=sys.stderr)
                 return 2
-            next_cursor = (encode_cursor(flt, last.start_time, last.trace_id, include_all=a.include_all)
-                           if out.more and last is not None else None)
+            # the cursor of the listing read_traces read (`ragtrace_store.listing`)
+            next_cursor = (encode_cursor(TraceListing(flt, include_all=a.include_all), last.start_time,
+                                         last.trace_id) if out.more and last is not None else None)
             # the count says how many there are (a footer, not a scan: bounded, see count_traces)
             count = (count_traces(store, flt, include_all=a.include_all)
                      if next_cursor or a.cursor or not (a.json or a.include_all) else None)
