@@ -121,24 +121,24 @@ def test_labels_import_references_then_audit(store_dir: Path, tmp_path: Path) ->
 
 def test_labels_import_bad_references_name_the_line(store_dir: Path, tmp_path: Path) -> None:
     cases = {
-        '{"query_id": "Q1", "reference": "a"}\n{"query_id": "Q2", "reference": "b"\n': ("line 2", "not valid JSON"),
-        '{"query_id": "Q1", "reference": "a"}\n\n{"query_id": "Q3"}\n': ("line 3", "'reference' must be"),
-        '{"reference": "a"}\n': ("line 1", "'query_id' must be"),
-        '{"query_id": "Q1", "reference": "a"}\n["Q2", "b"]\n': ("line 2", "not an object"),
+        '{"query_id": "Q1", "reference": "a"}\n{"query_id": "Q2", "reference": "b"\n': (":2", "not valid JSON"),
+        '{"query_id": "Q1", "reference": "a"}\n\n{"query_id": "Q3"}\n': (":3", "'reference' must be"),
+        '{"reference": "a"}\n': (":1", "'query_id' must be"),
+        '{"query_id": "Q1", "reference": "a"}\n["Q2", "b"]\n': (":2", "not an object"),
     }
     for i, (text, (line, what)) in enumerate(cases.items()):
         bad = tmp_path / f"bad{i}.jsonl"
         bad.write_text(text)
         imp = _run("labels", "import", str(bad), "--store", str(store_dir))
         assert imp.returncode == 2, imp.stdout
-        assert f"{bad} {line}: {what}" in imp.stderr and '{"query_id": "q1", "reference":' in imp.stderr
+        assert f"{bad}{line}: {what}" in imp.stderr and '{"query_id": "q1", "reference":' in imp.stderr
     # forcing the wrong kind says so: a JSON file read as qrels, and qrels read as references
     forced = _run("labels", "import", str(tmp_path / "bad0.jsonl"), "--kind", "qrels", "--store", str(store_dir))
     assert forced.returncode == 2 and "the file looks like references: use --kind references" in forced.stderr
     qrels = tmp_path / "qrels.txt"
     qrels.write_text("Q-42 0 gold 1\n")
     as_refs = _run("labels", "import", str(qrels), "--kind", "references", "--store", str(store_dir))
-    assert as_refs.returncode == 2 and "line 1: not valid JSON" in as_refs.stderr
+    assert as_refs.returncode == 2 and f"{qrels}:1: not valid JSON" in as_refs.stderr
     assert "use --kind qrels" in as_refs.stderr
 
 

@@ -122,5 +122,6 @@ def _span_from(obj: Any, where: str) -> GoldSpan:
 
 
 def read_span_lines(path: str | Path) -> list[GoldSpan]:
-    """The spans of a JSON Lines span file (blank lines skipped); errors name ``path line N`` and the fix."""
+    """The spans of a JSON Lines span file (blank lines skipped); errors name ``PATH:N`` and the fix
+    (`ragtrace_store.json_lines`)."""
     return [_span_from(obj, where) for where, obj in json_line_values(path, GoldSpanError, _SHAPE)]

@@ -44,8 +44,9 @@ from typing import IO, TYPE_CHECKING, Any, Final, NoReturn, TypeVar
 import orjson
 
 from ragtrace_store.clock import as_utc, utc_now
-from ragtrace_store.errors import StoreError, not_utf8
+from ragtrace_store.errors import StoreError
 from ragtrace_store.filters import TraceFilter
+from ragtrace_store.json_lines import json_line_values
 
 if TYPE_CHECKING:
     from ragtrace_store.client import Store
@@ -536,22 +537,13 @@ def write_label_lines(target: str | Path | IO[str], records: Iterable[LabelRecor
 
 
 def read_label_lines(path: str | Path) -> list[LabelRecord]:
-    """Every record of a JSON Lines file (blank lines skipped); errors name ``path:line``."""
-    p = Path(path)
-    out = []
-    with p.open(encoding="utf-8") as fh:
-        try:
-            for i, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    _fail(f"{p}:{i}", f"not valid JSON ({exc.msg}); expected one label record per line")
-                out.append(LabelRecord.from_json(obj, f"{p}:{i}"))
-        except UnicodeDecodeError as exc:
-            raise LabelError(not_utf8(p, exc)) from None
-    return out
+    """Every record of a JSON Lines file (blank lines skipped), read by `ragtrace_store.json_line_values`:
+    errors start ``PATH:N:``."""
+    return [LabelRecord.from_json(obj, where) for where, obj in json_line_values(path, LabelError, _LINE_SHAPE)]
+
+
+#: what each line of a label file must be (the end of a JSON Lines error)
+_LINE_SHAPE = "expected one label record per line (a JSON object, as `ragtrace audit --per-trace` writes)"
 
 
 # --- the labels table --------------------------------------------------------------------------------

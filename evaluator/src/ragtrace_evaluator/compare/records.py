@@ -12,7 +12,6 @@ different things, so mixing them is refused (`MixedManifestError`) unless the ca
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -21,7 +20,14 @@ from typing import Any
 
 import orjson
 
-from ragtrace_store import GENERATION_VERDICTS, OUTCOMES, LabelError, LabelRecord, not_utf8, read_label_columns
+from ragtrace_store import (
+    GENERATION_VERDICTS,
+    OUTCOMES,
+    LabelError,
+    LabelRecord,
+    json_line_values,
+    read_label_columns,
+)
 
 __all__ = [
     "INCOMPLETE",
@@ -225,30 +231,21 @@ def label_set(name: str, source: str, labels: Iterable[TraceLabel]) -> LabelSet:
 
 
 def load_jsonl(path: str | Path, name: str | None = None) -> LabelSet:
-    """Per-trace records from a JSON Lines file (blank lines allowed)."""
+    """Per-trace records from a JSON Lines file (blank lines allowed; errors start ``PATH:N:``)."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        labels = [parse_record(rec, where) for where, rec in json_line_values(p, CompareError, _LINE_SHAPE)]
     except OSError as exc:
         raise CompareError(f"cannot read {p}: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise CompareError(not_utf8(p, exc)) from None
-    labels = []
-    # "\n" only: str.splitlines() also breaks at U+2028, U+0085 and other separators that JSON strings
-    # may hold unescaped (label records are written with ensure_ascii=False)
-    for i, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CompareError(f"{p}:{i}: not valid JSON ({exc.msg}); expected one record per line") from exc
-        labels.append(parse_record(rec, f"{p}:{i}"))
     if name is None:
         # Name the side by its release when the file holds one, so reports read "v1 (labels-v1.jsonl)".
         releases = {lab.release for lab in labels if lab.release}
         name = f"{releases.pop()} ({p.name})" if len(releases) == 1 else str(p)
     return label_set(name, "file", labels)
+
+
+#: what each line of a compared file must be (the end of a JSON Lines error)
+_LINE_SHAPE = "expected one record per line (a JSON object with query_id, gold_in_context and pass at least)"
 
 
 def check_manifests(baseline: LabelSet, candidate: LabelSet, *, force: bool = False) -> list[str]:
