@@ -10,7 +10,7 @@ reranked, 5 context each) with 50,000 passages; and ``labels`` of that slice und
 whose query ids are golden questions asked in every release, so compare's read pairs about 43 % of them. The
 store is written by the schema before migration 0005, then migrated (timed: the migration's cost).
 
-Each path runs the code the product runs (`select_sample`, `read_traces`, `count_traces`,
+Each path runs the code the product runs (`sample_traces`, `read_traces`, `count_traces`,
 `releases_manifests` and `load_pair`), and its floor is a bare SQL query returning exactly the same
 ids/rows on this data (checked equal), which may use what the generator knows (each trace's SDK root
 is its first-written row with root_priority 3) and every key the store has. Both run alternately
@@ -196,9 +196,8 @@ def _size(st: Any) -> dict[str, int]:
 
 # --- the paths and their floors -------------------------------------------------------------------------
 def paths(path: Path, without_keys: bool, only: str = "") -> list[dict[str, Any]]:
-    from ragtrace_evaluator.audit.sampling import SamplePlan, select_sample
     from ragtrace_evaluator.compare.records import load_pair, releases_manifests
-    from ragtrace_store import TraceFilter, count_traces, open_store
+    from ragtrace_store import SamplePlan, TraceFilter, count_traces, open_store, sample_traces
 
     st = open_store(str(path), migrate=False)
     q, d, p, lab = st.table("queries"), st.table("documents"), st.table("passages"), st.table("labels")
@@ -216,7 +215,7 @@ def paths(path: Path, without_keys: bool, only: str = "") -> list[dict[str, Any]
     state: dict[str, Any] = {}
 
     def rate_path() -> list[str]:
-        state["rate"] = select_sample(st, everyone, SamplePlan(rate=0.001)).trace_ids
+        state["rate"] = sample_traces(st, everyone, SamplePlan(rate=0.001)).trace_ids
         return state["rate"]
 
     def rate_ids() -> list[str]:  # the rate sample's, chosen once (also when --only leaves its row out)
@@ -233,10 +232,10 @@ def paths(path: Path, without_keys: bool, only: str = "") -> list[dict[str, Any]
          lambda: [r[0] for r in rows(f"SELECT trace_id FROM {q} WHERE {sdk} AND xxHash64(trace_id) < "
                                      f"{rate_top}")], "set"),
         ("audit selection, 1000 per release (5)",
-         lambda: select_sample(st, everyone, SamplePlan(sample=1000, stratify=("release",))).trace_ids,
+         lambda: sample_traces(st, everyone, SamplePlan(sample=1000, stratify=("release",))).trace_ids,
          lambda: [r[0] for r in rows(by_release)], "set"),
         ("audit selection, 1000 per release, shard 3/8",
-         lambda: select_sample(st, everyone, SamplePlan(sample=1000, stratify=("release",), shard=(3, 8))).trace_ids,
+         lambda: sample_traces(st, everyone, SamplePlan(sample=1000, stratify=("release",), shard=(3, 8))).trace_ids,
          lambda: [r[0] for r in rows(f"SELECT t FROM ({by_release}) WHERE xxHash64(concat('ragtrace-shard:', t)) "
                                      "% 8 = 3")], "set"),
         ("reading the chosen traces' documents (rate 0.001 sample)",
@@ -252,12 +251,12 @@ def paths(path: Path, without_keys: bool, only: str = "") -> list[dict[str, Any]
          lambda: count_traces(st, TraceFilter(tenant=TENANT, release="v3")).queries,
          lambda: _floor_count(rows, q, sdk), "count"),
         ("last-hour window, every trace (audit --since -1h --rate 1)",
-         lambda: select_sample(st, hour, SamplePlan(rate=1.0)).trace_ids,
+         lambda: sample_traces(st, hour, SamplePlan(rate=1.0)).trace_ids,
          lambda: [r[0] for r in rows(f"SELECT trace_id FROM {q} WHERE {sdk} AND start_time >= "
                                      "{s:DateTime64(3, 'UTC')} AND start_time < {u:DateTime64(3, 'UTC')}",
                                      {"s": hour.since, "u": hour.until})], "set"),
         ("last-hour window, 1000 of it (audit --since -1h --sample 1000)",
-         lambda: select_sample(st, hour, SamplePlan(sample=1000)).trace_ids,
+         lambda: sample_traces(st, hour, SamplePlan(sample=1000)).trace_ids,
          lambda: [r[0] for r in rows(f"SELECT trace_id FROM {q} WHERE {sdk} AND start_time >= "
                                      "{s:DateTime64(3, 'UTC')} AND start_time < {u:DateTime64(3, 'UTC')} "
                                      "ORDER BY xxHash64(trace_id), trace_id LIMIT 1000",

@@ -1,8 +1,9 @@
-"""Sampling in the engine (`ragtrace_evaluator.audit.sampling`) on the real chDB engine: it chooses
-exactly what a plain recomputation in Python chooses (the hash recomputed here, not asked of the
-engine), reruns agree, rates nest, shards partition the sample, every stratum gets N, and Python is
-handed the chosen ids only. The store holds what production leaves behind: retried root rows, a
-second root claimant (an HTTP server span of another service) and roots that are not queries."""
+"""Sampling in the engine (`ragtrace_store.sampling`; the audit's options in
+`ragtrace_evaluator.audit.sampling`) on the real chDB engine: it chooses exactly what a plain
+recomputation in Python chooses (the hash recomputed here, not asked of the engine), reruns agree,
+rates nest, shards partition the sample, every stratum gets N, and Python is handed the chosen ids
+only. The store holds what production leaves behind: retried root rows, a second root claimant (an
+HTTP server span of another service) and roots that are not queries."""
 
 from __future__ import annotations
 
@@ -20,9 +21,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragtrace_evaluator.audit import sampling
-from ragtrace_evaluator.audit.sampling import SamplePlan, SamplingError, parse_shard, sampler_of, select_sample
-from ragtrace_store import TraceFilter
+from ragtrace_evaluator.audit.sampling import parse_shard, sampler_of
+from ragtrace_store import SamplePlan, SamplingError, TraceFilter, sample_traces, sampling
 from tests.counting_store import CountingStore
 
 from .xxh64 import xxh64
@@ -164,7 +164,7 @@ def traffic(chdb_store: Any) -> Iterator[tuple[str, list[Row], set[str]]]:
 
 
 def ids(store: Any, tenant: str, plan: SamplePlan, **filters: Any) -> list[str]:
-    return select_sample(store, TraceFilter(tenant=tenant, **filters), plan).trace_ids
+    return sample_traces(store, TraceFilter(tenant=tenant, **filters), plan).trace_ids
 
 
 PLANS = [
@@ -194,7 +194,7 @@ def test_filters_and_windows_apply_to_the_winning_root(chdb_store: Any, traffic:
             rows, staged, plan, since=since, until=until)
     # the gateway's rows are in the store, but never a trace's root: nothing to sample there
     assert ids(chdb_store, tenant, SamplePlan(sample=10), release="gw-7") == []
-    per = select_sample(chdb_store, TraceFilter(tenant=tenant), SamplePlan(sample=5, stratify=("release",)))
+    per = sample_traces(chdb_store, TraceFilter(tenant=tenant), SamplePlan(sample=5, stratify=("release",)))
     assert {k: v for k, v in per.per_stratum.items() if v} == {("r1",): 5, ("r2",): 5, ("r3",): 5}
 
 
@@ -223,7 +223,7 @@ def test_shards_partition_the_sample(chdb_store: Any, traffic: Any, n: int, samp
 
 def test_every_stratum_gets_n_and_a_rare_one_all_it_has(chdb_store: Any, traffic: Any) -> None:
     tenant, rows, staged = traffic
-    got = select_sample(chdb_store, TraceFilter(tenant=tenant), SamplePlan(sample=60, stratify=("release", "route")))
+    got = sample_traces(chdb_store, TraceFilter(tenant=tenant), SamplePlan(sample=60, stratify=("release", "route")))
     rare = sum(1 for w in query_winners(rows, staged) if (w.release, w.route) == ("r3", "/rare"))
     counts = {k: v for k, v in got.per_stratum.items() if v}
     assert counts[("r3", "/rare")] == rare < 60
@@ -235,9 +235,9 @@ def test_thin_slices_take_more_rounds_and_choose_the_same(chdb_store: Any, traff
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     tenant, rows, staged = traffic
     plan = SamplePlan(sample=90, stratify=("release",), shard=(0, 2))
-    one = select_sample(chdb_store, TraceFilter(tenant=tenant), plan)
+    one = sample_traces(chdb_store, TraceFilter(tenant=tenant), plan)
     monkeypatch.setattr(sampling, "SLICE_ROWS", 37)  # a slice of at most 37 rows per stratum
-    many = select_sample(chdb_store, TraceFilter(tenant=tenant), plan)
+    many = sample_traces(chdb_store, TraceFilter(tenant=tenant), plan)
     assert many.rounds > 5 and many.rounds > one.rounds
     assert many.trace_ids == one.trace_ids == reference(rows, staged, plan)
 
@@ -245,7 +245,7 @@ def test_thin_slices_take_more_rounds_and_choose_the_same(chdb_store: Any, traff
 def test_python_is_handed_only_the_chosen_ids(chdb_store: Any, traffic: Any) -> None:
     tenant = traffic[0]
     counting = CountingStore(chdb_store)
-    got = select_sample(counting, TraceFilter(tenant=tenant), SamplePlan(sample=20, shard=(2, 5)))
+    got = sample_traces(counting, TraceFilter(tenant=tenant), SamplePlan(sample=20, shard=(2, 5)))
     assert 0 < len(got.trace_ids) < 20 and got.rounds == 1
     # one count; then per stratum its key, count, the chosen units and ids of this shard (at most 20
     # each) and how many chosen are another root than the SDK's, twice when some are (the choice is
@@ -268,10 +268,10 @@ def test_one_query_and_the_rounds_choose_the_same(chdb_store: Any, traffic: Any,
     for filters in ({}, {"release": "r2"}, {"since": since, "until": until}):
         with monkeypatch.context() as m:
             m.setattr(sampling, "_round", _no_rounds)
-            one = select_sample(chdb_store, TraceFilter(tenant=tenant, **filters), plan)
+            one = sample_traces(chdb_store, TraceFilter(tenant=tenant, **filters), plan)
         with monkeypatch.context() as m:
             m.setattr(sampling, "SLICE_ROWS", 37)
-            many = select_sample(chdb_store, TraceFilter(tenant=tenant, **filters), plan)
+            many = sample_traces(chdb_store, TraceFilter(tenant=tenant, **filters), plan)
         assert many.rounds > 1  # the one query was refused: these are the rounds'
         assert one.trace_ids == many.trace_ids == reference(rows, staged, plan, **filters)
         assert one.candidate_rows == many.candidate_rows and one.per_stratum == many.per_stratum
@@ -290,7 +290,7 @@ def test_a_sample_reads_a_part_of_the_range_first(chdb_store: Any, traffic: Any,
     for plan in (SamplePlan(sample=200), SamplePlan(sample=50, shard=(1, 3))):
         for filters in ({}, {"release": "r2"}, {"since": since, "until": until}):
             counting = CountingStore(chdb_store)  # each query of the selection returns one row
-            got = select_sample(counting, TraceFilter(tenant=tenant, **filters), plan)
+            got = sample_traces(counting, TraceFilter(tenant=tenant, **filters), plan)
             assert got.trace_ids == reference(rows, staged, plan, **filters)
             if first == (0.0, 1.0):
                 assert counting.rows >= 2  # the part held too few: the whole range was read after it
@@ -358,10 +358,10 @@ def test_a_window_decides_from_the_root_rows_near_it(chdb_store: Any) -> None:
     first = TraceFilter(tenant=tenant, since=t - timedelta(minutes=2), until=t + timedelta(minutes=2))
     second = TraceFilter(tenant=tenant, since=later - timedelta(minutes=2), until=later + timedelta(minutes=2))
     for flt in (first, second):
-        assert select_sample(chdb_store, flt, SamplePlan(rate=1.0)).trace_ids == ["b" * 32]
-        assert select_sample(chdb_store, flt, SamplePlan(sample=5)).trace_ids == ["b" * 32]
-    assert select_sample(chdb_store, TraceFilter(tenant=tenant, release="r1"), SamplePlan(rate=1.0)).trace_ids == []
-    assert select_sample(chdb_store, TraceFilter(tenant=tenant, release="r2"), SamplePlan(rate=1.0)).trace_ids == [
+        assert sample_traces(chdb_store, flt, SamplePlan(rate=1.0)).trace_ids == ["b" * 32]
+        assert sample_traces(chdb_store, flt, SamplePlan(sample=5)).trace_ids == ["b" * 32]
+    assert sample_traces(chdb_store, TraceFilter(tenant=tenant, release="r1"), SamplePlan(rate=1.0)).trace_ids == []
+    assert sample_traces(chdb_store, TraceFilter(tenant=tenant, release="r2"), SamplePlan(rate=1.0)).trace_ids == [
         "b" * 32]
 
     # two more traces, each with an SDK root inside a window and a later-received one before it: three
@@ -376,5 +376,5 @@ def test_a_window_decides_from_the_root_rows_near_it(chdb_store: Any) -> None:
         Row("d" * 32, "s5", "qa", "r1", "/ask", inside, 3, inside + timedelta(seconds=1), "CHAIN"),
         Row("d" * 32, "s6", "qa", "r1", "/ask", w0 - timedelta(minutes=8), 3, seen, "CHAIN")], set())
     for plan in (SamplePlan(rate=1.0), SamplePlan(sample=5)):
-        assert select_sample(chdb_store, window, plan).trace_ids == ["d" * 32]
+        assert sample_traces(chdb_store, window, plan).trace_ids == ["d" * 32]
 

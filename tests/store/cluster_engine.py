@@ -88,13 +88,12 @@ def main(where: Path) -> None:
     from audit.fixtures import KeywordGrounding, scenario, write_traces
 
     from ragtrace_evaluator.audit.run import run_audit
-    from ragtrace_evaluator.audit.sampling import SamplePlan, select_sample
     from ragtrace_evaluator.compare.records import load_pair, releases_manifests
     from ragtrace_review.auth import add_reviewer
     from ragtrace_review.queues import enqueue, get_item, next_item, progress, record_decision
     from ragtrace_review.series import dashboard_series
     from ragtrace_review.trace_list import TraceListQuery, list_traces
-    from ragtrace_store import Store, TraceFilter, count_traces, read_labels
+    from ragtrace_store import SamplePlan, Store, TraceFilter, count_traces, read_labels, sample_traces
 
     where.mkdir(parents=True, exist_ok=True)
     (where / "config.xml").write_text(CONFIG)
@@ -182,14 +181,14 @@ def main(where: Path) -> None:
             for r in st.read_traces(tenant=TENANT, with_content=True)),
         "count_traces release": lambda st: astuple(count_traces(st, r2)),
         "count_traces window": lambda st: astuple(count_traces(st, window)),
-        "sample rate": lambda st: select_sample(st, everyone, SamplePlan(rate=0.5)).trace_ids,
-        "sample N": lambda st: select_sample(st, everyone, SamplePlan(sample=7)).trace_ids,
-        "sample per release": lambda st: select_sample(st, everyone, SamplePlan(sample=4, stratify=("release",))
+        "sample rate": lambda st: sample_traces(st, everyone, SamplePlan(rate=0.5)).trace_ids,
+        "sample N": lambda st: sample_traces(st, everyone, SamplePlan(sample=7)).trace_ids,
+        "sample per release": lambda st: sample_traces(st, everyone, SamplePlan(sample=4, stratify=("release",))
                                                        ).trace_ids,
-        "sample per release, shard 1/2": lambda st: select_sample(
+        "sample per release, shard 1/2": lambda st: sample_traces(
             st, everyone, SamplePlan(sample=4, stratify=("release",), shard=(1, 2))).trace_ids,
-        "sample of a release": lambda st: select_sample(st, r2, SamplePlan(sample=5)).trace_ids,
-        "sample of a window": lambda st: select_sample(st, window, SamplePlan(rate=1.0)).trace_ids,
+        "sample of a release": lambda st: sample_traces(st, r2, SamplePlan(sample=5)).trace_ids,
+        "sample of a window": lambda st: sample_traces(st, window, SamplePlan(rate=1.0)).trace_ids,
         "read_labels": lambda st: sorted((r.trace_id, r.release, r.failure_mode.value)
                                          for r in read_labels(st, tenant=TENANT)),
         "compare's read": compare,

@@ -68,8 +68,7 @@ def test_0005_on_a_store_written_by_the_previous_schema(chdb_store: Any, chdb_ht
     """Keys added to a store that already holds traces (duplicates and a gateway's root claimant
     included): the projections are built for the parts already there, the hash slice and the time
     window then read through them, and every reader returns what it returned before."""
-    from ragtrace_evaluator.audit.sampling import SamplePlan, select_sample
-    from ragtrace_store import TraceFilter, open_store
+    from ragtrace_store import SamplePlan, TraceFilter, open_store, sample_traces
     from tests.audit.test_sampling import BASE, build
 
     db = f"mig5_{uuid.uuid4().hex[:8]}"
@@ -99,8 +98,8 @@ def test_0005_on_a_store_written_by_the_previous_schema(chdb_store: Any, chdb_ht
         def reads() -> tuple[Any, ...]:
             return ([r.as_json() for r in st.read_traces(tenant="t")],
                     [r.trace_id for r in st.read_traces(tenant="t", since=window.since, until=window.until)],
-                    select_sample(st, TraceFilter(tenant="t"), plan).trace_ids,
-                    select_sample(st, window, SamplePlan(rate=0.5)).trace_ids)
+                    sample_traces(st, TraceFilter(tenant="t"), plan).trace_ids,
+                    sample_traces(st, window, SamplePlan(rate=0.5)).trace_ids)
 
         before = reads()
         assert [m.version for m in st.migrate()] == [5] and st.pending_migrations() == []
@@ -116,7 +115,7 @@ def test_0005_on_a_store_written_by_the_previous_schema(chdb_store: Any, chdb_ht
         assert st.query_rows(by_time, {"s": datetime(2026, 10, 7, 10, tzinfo=UTC)})[0][0] == 40000 - 36000
         # new rows get the projections as they are inserted
         build(st, "t2", 50, seed=6)
-        assert len(select_sample(st, TraceFilter(tenant="t2"), SamplePlan(rate=1.0)).trace_ids) > 40
+        assert len(sample_traces(st, TraceFilter(tenant="t2"), SamplePlan(rate=1.0)).trace_ids) > 40
         assert st.migrate() == []  # idempotent
     finally:
         st.command(f"DROP DATABASE IF EXISTS {db}")

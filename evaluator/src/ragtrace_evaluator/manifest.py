@@ -52,7 +52,7 @@ def build_manifest(*, grounding: dict[str, Any] | None, relevance: dict[str, Any
                    stages: str, gold_policy: str, code: dict[str, str | None] | None = None,
                    sampler: dict[str, Any] | None = None) -> dict[str, Any]:
     """The manifest dict. ``grounding``/``relevance`` are the labellers' ``manifest()`` (None = not used);
-    ``sampler`` is the sampler that chose the traces (`ragtrace_evaluator.audit.sampling.Sampler.manifest`),
+    ``sampler`` is the sampler that chose the traces (`ragtrace_store.sampling.Sampler.manifest`),
     so a label says how its trace came to be labelled; manifests written before the engine sampled
     have none (their sampler was version 1, `ragtrace_evaluator.audit.sampling.sampler_of`)."""
     out = {

@@ -60,6 +60,7 @@ from ragtrace_store.listing import (
 from ragtrace_store.migrations import Migration, load_migrations
 from ragtrace_store.paging import CursorError, decode_cursor, encode_cursor
 from ragtrace_store.records import DEFAULT_TENANT, STAGES, DocumentRef, TraceRecord
+from ragtrace_store.sampling import SAMPLER_VERSION, SAMPLERS, Sample, SamplePlan, SamplingError, sample_traces
 
 __all__ = [
     "CLAIM_VERDICTS",
@@ -73,6 +74,8 @@ __all__ = [
     "LABEL_COLUMNS",
     "METRIC_NAMES",
     "OUTCOMES",
+    "SAMPLERS",
+    "SAMPLER_VERSION",
     "SCORE_BASES",
     "STAGES",
     "ClaimRecord",
@@ -92,6 +95,9 @@ __all__ = [
     "Migration",
     "RankingRecord",
     "RetrievalRecord",
+    "Sample",
+    "SamplePlan",
+    "SamplingError",
     "ScoreBasis",
     "Store",
     "StoreError",
@@ -121,6 +127,7 @@ __all__ = [
     "read_label_lines",
     "read_labels",
     "read_span_lines",
+    "sample_traces",
     "utc_now",
     "write_gold_spans",
     "write_label_lines",

@@ -23,14 +23,7 @@ from typing import IO, Any
 from ragtrace_evaluator.audit.evidence import POLICY as EVIDENCE_POLICY
 from ragtrace_evaluator.audit.evidence import resolve as resolve_spans
 from ragtrace_evaluator.audit.failure_modes import Evidence, label_trace
-from ragtrace_evaluator.audit.sampling import (
-    SAMPLER_VERSION,
-    SAMPLERS,
-    SamplePlan,
-    parse_shard,
-    select_sample,
-    stratify_arg,
-)
+from ragtrace_evaluator.audit.sampling import parse_shard, stratify_arg
 from ragtrace_evaluator.audit.summary import summarise
 from ragtrace_evaluator.labellers.protocol import GroundingLabeller, GroundingResult, Passage, RelevanceLabeller
 from ragtrace_evaluator.labellers.registry import (
@@ -42,14 +35,18 @@ from ragtrace_evaluator.labellers.registry import (
 )
 from ragtrace_evaluator.manifest import build_manifest, store_manifest
 from ragtrace_store import (
+    SAMPLER_VERSION,
+    SAMPLERS,
     GoldSource,
     GoldSpan,
     LabelRecord,
+    SamplePlan,
     TraceFilter,
     as_utc,
     parse_time_bound,
     read_gold_spans,
     read_labels,
+    sample_traces,
     write_label_lines,
     write_labels,
 )
@@ -284,7 +281,7 @@ def run_audit(
     ``per_trace`` (a path or an open text file) receives one JSON line per sampled trace, resumed
     ones included. ``resume=False`` relabels traces already labelled under the same manifest.
     ``return_records=True`` adds them to the report under ``records`` (for `ragtrace audit --server`).
-    ``sampler`` is the sampler version (`ragtrace_evaluator.audit.sampling.SAMPLERS`; 1 reproduces the
+    ``sampler`` is the sampler version (`ragtrace_store.SAMPLERS`; 1 reproduces the
     sample of a manifest that names no sampler).
     """
     started = time.perf_counter()
@@ -319,7 +316,7 @@ def run_audit(
     mid = store_manifest(store, manifest)
 
     # the engine chooses; only the chosen ids come back
-    picked = select_sample(store, TraceFilter(tenant=tenant, service=service, release=release, since=since_dt,
+    picked = sample_traces(store, TraceFilter(tenant=tenant, service=service, release=release, since=since_dt,
                                               until=until_dt), plan)
     chosen = picked.trace_ids
     done = labelled_records(store, tenant, mid, chosen) if resume else {}
