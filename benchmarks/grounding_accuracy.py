@@ -1,8 +1,13 @@
 """Accuracy of a grounding labeller against human labels, beside two baselines, in one run.
 
-    .venv/bin/python benchmarks/grounding_accuracy.py [--labeller offline] [--dev ../shared/data/grounding-dev]
-        [--train ../shared/data/grounding-train] [--cache-dir build/grounding-cache] [--json out.json]
-        [--bootstrap 1000] [--limit N] [--no-folds] [--relevance] [--speed] [--all] [--write-measured]
+    .venv/bin/python benchmarks/grounding_accuracy.py [--labeller offline,nli:builtin]
+        [--dev ../shared/data/grounding-dev] [--train ../shared/data/grounding-train]
+        [--cache-dir build/grounding-cache] [--json out.json] [--bootstrap 1000] [--limit N] [--no-folds]
+        [--relevance] [--speed] [--nli-checks] [--all] [--write-measured]
+
+Several labellers are measured side by side in one run (``--labeller offline,offline@c108558,nli:builtin``:
+``offline@REV`` is the offline labeller with the artefact shipped at that git revision), each with the
+paired difference of its AUROC to token overlap (95% CI from the same bootstrap resamples of items).
 
 What is measured (positives = supported, the class the scores rank high):
 
@@ -59,7 +64,7 @@ from benchmarks.grounding_data import (  # noqa: E402
     load_train_pool,
     load_wice,
 )
-from benchmarks.grounding_metrics import auroc, evaluate, risk_coverage  # noqa: E402
+from benchmarks.grounding_metrics import auroc, evaluate, paired_auroc_difference, risk_coverage  # noqa: E402
 from ragtrace_evaluator.labellers.claims import extract_claims, split_sentences  # noqa: E402
 from ragtrace_evaluator.labellers.embedding import SentenceEmbedder  # noqa: E402
 from ragtrace_evaluator.labellers.lexical import STOPWORDS  # noqa: E402
@@ -98,8 +103,11 @@ class Outputs:
     ECE) and confidence (for risk–coverage; None for the baselines)."""
 
     def __init__(self, score: np.ndarray, predicted: np.ndarray, prob: np.ndarray | None = None,
-                 confidence: np.ndarray | None = None, claimless: int = 0, undefined: int = 0) -> None:
+                 confidence: np.ndarray | None = None, claimless: int = 0, undefined: int = 0,
+                 contradicted: np.ndarray | None = None) -> None:
         self.score, self.predicted = score, predicted
+        #: per item, whether the verdict was "contradicted" (labellers only)
+        self.contradicted = contradicted
         self.prob = score if prob is None else prob
         self.confidence = confidence
         self.claimless = claimless
@@ -116,7 +124,8 @@ def labeller_outputs(results: Sequence[GroundingResult]) -> Outputs:
     predicted = np.array([r.verdict == "entailed" for r in results], dtype=int)
     conf = np.array([r.confidence for r in results])
     return Outputs(scores, predicted, scores, conf, sum(1 for r in results if r.kind != "claims" and r.score is None),
-                   sum(1 for r in results if r.kind == "claims" and r.groundedness is None))
+                   sum(1 for r in results if r.kind == "claims" and r.groundedness is None),
+                   np.array([r.verdict == "contradicted" for r in results], dtype=bool))
 
 
 def judge(labeller: GroundingLabeller, items: Sequence[Item], batch: int = 256) -> list[GroundingResult]:
@@ -125,6 +134,10 @@ def judge(labeller: GroundingLabeller, items: Sequence[Item], batch: int = 256) 
         out.extend(labeller.judge_many([(it.text, [Passage("evidence", it.passage_text)])
                                         for it in items[i:i + batch]]))
     return out
+
+
+def _r4(v: float) -> float:
+    return round(v, 4)
 
 
 def claim_bearing_mask(items: Sequence[Item]) -> np.ndarray:
@@ -141,6 +154,15 @@ def score_set(name: str, items: Sequence[Item], systems: dict[str, Outputs], n_b
         out["systems"][sys_name] = evaluate(labels, o.score, o.predicted, o.prob, n_boot)
         a = auroc(labels[mask], o.score[mask])
         out["claim_bearing"]["auroc"][sys_name] = None if a is None else round(a, 4)
+    overlap = systems["token overlap"].score
+    out["paired_vs_token_overlap"] = {
+        sys_name: paired_auroc_difference(labels, o.score, overlap, n_boot)
+        for sys_name, o in systems.items() if sys_name not in ("token overlap", "MiniLM cosine")}
+    # "contradicted" must mean the evidence does not support the answer: how often that holds
+    out["contradiction_precision"] = {
+        sys_name: {"called": int(o.contradicted.sum()),
+                   "precision": _r4(float((labels[o.contradicted] == 0).mean())) if o.contradicted.any() else None}
+        for sys_name, o in systems.items() if o.contradicted is not None}
     o = systems[ours]
     out["claimless_ranked_last"] = o.claimless
     out["undefined_ranked_last"] = o.undefined
@@ -191,15 +213,19 @@ def print_table(title: str, results: list[dict[str, Any]], ours: str) -> None:
                   f"{_fmt(m['precision_unsupported'])} / {_fmt(m['recall_unsupported'])} |")
     for res in results:
         systems = res["systems"]
-        ov = systems["token overlap"]["auroc"]["value"]
-        us = systems[ours]["auroc"]["value"]
         cb = res["claim_bearing"]
-        gap = f"{us - ov:+.3f}" if us is not None and ov is not None else "—"
-        line = f"- {res['set']}: {ours} − token overlap AUROC = {gap}"
+        gaps = "; ".join(f"{name} − token overlap AUROC = {_signed(d)}"
+                         for name, d in res.get("paired_vs_token_overlap", {}).items())
+        line = f"- {res['set']}: {gaps}"
         if cb["n"] < next(iter(systems.values()))["n"]:
             line += (f"; claim-bearing only (n={cb['n']}): "
                      + ", ".join(f"{k} {v:.3f}" for k, v in cb["auroc"].items() if v is not None))
         print(line)
+    for res in results:
+        calls = "; ".join(f"{k}: {v['called']} called, precision {_fmt(v['precision'])}"
+                          for k, v in res.get("contradiction_precision", {}).items())
+        if calls:
+            print(f"- {res['set']}, 'contradicted' verdicts that are not supported: {calls}")
     for res in results:
         if res.get("undefined_ranked_last"):
             print(f"- {res['set']}: {ours} left {res['undefined_ranked_last']} of {res['claim_bearing']['n']} "
@@ -209,6 +235,23 @@ def print_table(title: str, results: list[dict[str, Any]], ours: str) -> None:
         if rc:
             print(f"- {res['set']}, risk–coverage of {ours} (confidence ≥ t: coverage, accuracy): "
                   + "; ".join(f"t={r['threshold']}: {_fmt(r['coverage'])}, {_fmt(r['accuracy'])}" for r in rc))
+
+
+def _signed(diff: dict[str, Any]) -> str:
+    if diff["value"] is None:
+        return "—"
+    ci = diff["ci95"]
+    return f"{diff['value']:+.3f}" + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}] (paired, n={diff['n']})" if ci else "")
+
+
+def _mean_auroc(folds: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Per system, the mean over the held-out sets of its AUROC (None when a set has none)."""
+    names = list(folds[0]["systems"]) if folds else []
+    out: dict[str, float | None] = {}
+    for name in names:
+        values = [f["systems"][name]["auroc"]["value"] for f in folds]
+        out[name] = None if any(v is None for v in values) else round(float(np.mean(values)), 4)
+    return out
 
 
 # -- relevance and speed ------------------------------------------------------------------------------
@@ -297,21 +340,40 @@ def speed(path: Path, labeller_factory: Callable[[SentenceEmbedder], GroundingLa
 
 # -- main -------------------------------------------------------------------------------------------
 
-def _systems(items: Sequence[Item], labeller: GroundingLabeller, embedder: SentenceEmbedder,
-             ours: str) -> dict[str, Outputs]:
+def _systems(items: Sequence[Item], labellers: dict[str, GroundingLabeller],
+             embedder: SentenceEmbedder) -> dict[str, Outputs]:
     overlap = token_overlap(items)
     cosine = minilm_cosine(items, embedder)
     return {"token overlap": Outputs(overlap, (overlap >= 0.5).astype(int)),
             "MiniLM cosine": Outputs(cosine, (cosine >= 0.5).astype(int)),
-            ours: labeller_outputs(judge(labeller, items))}
+            **{name: labeller_outputs(judge(labeller, items)) for name, labeller in labellers.items()}}
 
 
 def make_labeller(name: str, embedder: SentenceEmbedder) -> GroundingLabeller:
-    if name == "offline":
+    """A labeller by registry name; ``offline@REV`` is the offline labeller with the support-model
+    artefact the package held at git revision REV (e.g. the previous release's, to compare them)."""
+    if name == "offline" or name.startswith("offline@"):
         from ragtrace_evaluator.labellers.offline import OfflineGroundingLabeller
 
-        return OfflineGroundingLabeller(embedder=embedder)
+        if name == "offline":
+            return OfflineGroundingLabeller(embedder=embedder)
+        import subprocess
+
+        from ragtrace_evaluator.labellers.support_model import DEFAULT_ARTEFACT, parse_artefact
+
+        rev = name.partition("@")[2]
+        rel = (ARTEFACT_DIR / DEFAULT_ARTEFACT).relative_to(ROOT)
+        try:
+            data = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{rel}"], capture_output=True,
+                                  check=True).stdout
+        except (OSError, subprocess.CalledProcessError) as exc:
+            raise SystemExit(f"{name}: cannot read {rel} at git revision {rev!r} ({exc})") from exc
+        return OfflineGroundingLabeller(embedder=embedder, model=parse_artefact(data))
     return make_grounding_labeller(name)
+
+
+def _display_name(name: str, labeller: GroundingLabeller) -> str:
+    return f"{name} ({labeller.manifest().get('formula_version', '?')})"
 
 
 def _write_measured(labeller: GroundingLabeller, review: float | None, at_review: dict[str, Any],
@@ -342,9 +404,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--limit", type=int, help="first N items per set (smoke runs)")
     parser.add_argument("--bootstrap", type=int, default=1000)
-    parser.add_argument("--labeller", default="offline",
-                        help="the grounding labeller to measure (as `ragtrace audit --labeller`): offline, "
-                             "nli:<model id or directory>, llm:<model>@<base URL>")
+    parser.add_argument("--labeller", default="offline,nli:builtin",
+                        help="the grounding labellers to measure side by side, comma-separated (as `ragtrace audit "
+                             "--labeller`): offline, offline@<git revision> (the artefact shipped then), nli:builtin, "
+                             "nli:<model id or directory>, llm:<model>@<base URL>; the first one is the one the "
+                             "risk-coverage and --write-measured are for")
+    parser.add_argument("--nli-checks", action="store_true",
+                        help="also the entailment model's held-out NLI accuracy and near-copy contrasts "
+                             "(benchmarks/nli_checks.py)")
     parser.add_argument("--no-folds", action="store_true", help="skip the training pool's leave-one-set-out folds")
     parser.add_argument("--relevance", action="store_true", help="also the relevance labellers' accuracy")
     parser.add_argument("--speed", action="store_true", help="also labeller throughput, cold and warm")
@@ -355,7 +422,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="store the dev-set coverage and accuracy at the review threshold beside the packaged "
                              "artefact (the audit prints it); offline labeller, full dev sets only")
     args = parser.parse_args(argv)
-    if args.write_measured and (args.labeller != "offline" or args.limit or args.only):
+    names = [n.strip() for n in args.labeller.split(",") if n.strip()]
+    if not names:
+        parser.error("--labeller: name at least one labeller")
+    if args.write_measured and (names[0] != "offline" or args.limit or args.only):
         parser.error("--write-measured measures the packaged offline labeller on the full dev sets: "
                      "drop --labeller/--limit/--only")
 
@@ -368,8 +438,9 @@ def main(argv: list[str] | None = None) -> int:
         if not args.dev.exists():
             print(f"no grounding dev data at {args.dev}; pass --dev", file=sys.stderr)
             return 2
-        labeller = make_labeller(args.labeller, embedder)
-        ours = f"{args.labeller} labeller ({labeller.manifest().get('formula_version', '?')})"
+        built = {name: make_labeller(name, embedder) for name in names}
+        labellers = {_display_name(name, lab): lab for name, lab in built.items()}
+        ours, labeller = next(iter(labellers.items()))
         begin, generic = load_begin(args.dev / "begin", args.limit)
         wice = load_wice(args.dev / "wice", args.limit)
         wice_binary = [it for it in wice if it.fine_label != "partially_supported"]
@@ -379,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, items in (("BEGIN dev, fully vs not fully attributable", begin),
                             ("WiCE claim dev, supported vs partially/not", wice),
                             ("WiCE claim dev, supported vs not", wice_binary)):
-            systems = _systems(items, labeller, embedder, ours)
+            systems = _systems(items, labellers, embedder)
             dev.append(score_set(name, items, systems, args.bootstrap, ours))
             o = systems[ours]
             if review is not None and o.confidence is not None:
@@ -394,24 +465,30 @@ def main(argv: list[str] | None = None) -> int:
         report["begin_generic"] = {"n": len(generic),
                                    "flagged_claimless": sum(1 for g in generic if extract_claims(g).kind != "claims")}
         report["manifest"] = labeller.manifest()
+        report["manifests"] = {name: lab.manifest() for name, lab in labellers.items()}
         print_table("dev sets (grounding-dev; never fitted on)", dev, ours)
         g = report["begin_generic"]
         print(f"\nBEGIN Generic rows: {g['flagged_claimless']}/{g['n']} recognised as making no claim")
         if not args.no_folds and args.train.exists():
             pool = load_train_pool(args.train, args.limit)
-            folds_of = fold_labellers(labeller, args.train, embedder)
+            # a labeller fitted on the pool is refitted without the held-out set; the others are scored as is
+            folds_of = {name: fold_labellers(lab, args.train, embedder) for name, lab in labellers.items()}
             folds = []
             for source in TRAIN_SOURCES:
                 items = [it for it in pool if it.source == source]
                 if not items:
                     continue
-                fold = folds_of(source) if folds_of is not None else labeller
-                folds.append(score_set(source, items, _systems(items, fold, embedder, ours), args.bootstrap, ours))
+                fold = {name: (f(source) if (f := folds_of[name]) is not None else labellers[name])
+                        for name in labellers}
+                folds.append(score_set(source, items, _systems(items, fold, embedder), args.bootstrap, ours))
                 embedder.save()
-            report["folds"] = {"refitted_per_fold": folds_of is not None, "sets": folds}
-            how = ("refitted without the held-out set" if folds_of is not None
-                   else "not fitted on the pool: scored as is")
-            print_table(f"grounding-train, leave one set out ({ours} {how})", folds, ours)
+            report["folds"] = {"refitted_per_fold": {k: v is not None for k, v in folds_of.items()}, "sets": folds,
+                               "mean_auroc": _mean_auroc(folds)}
+            how = "; ".join(f"{k}: {'refitted without the held-out set' if v is not None else 'scored as is'}"
+                            for k, v in folds_of.items())
+            print_table(f"grounding-train, leave one set out ({how})", folds, ours)
+            print("- leave-one-set-out mean AUROC: "
+                  + ", ".join(f"{k} {v:.3f}" for k, v in report["folds"]["mean_auroc"].items() if v is not None))
     if args.all or args.relevance or args.only == "relevance":
         report["relevance"] = relevance_accuracy(hotpot, embedder, args.bootstrap, args.limit)
         embedder.save()
@@ -426,11 +503,18 @@ def main(argv: list[str] | None = None) -> int:
                       f"of the top-ranked {m['precision_at_1']} (n={m['n']}: {m['n_supported']} / "
                       f"{m['n_unsupported']}, {m['questions']} questions)")
     if args.all or args.speed or args.only == "speed":
-        report["speed"] = speed(hotpot, lambda emb: make_labeller(args.labeller, emb))
-        s = report["speed"]
-        print(f"\n# speed ({s['n_traces']} traces, 5 passages, 3-sentence answers; traces/s): cold "
-              f"{s['cold_traces_per_s']}, warm {s['warm_traces_per_s']}, new answers {s['new_answers_traces_per_s']}; "
-              f"MiniLM alone cold {s['minilm_only_cold_traces_per_s']} (labeller/MiniLM {s['cold_vs_minilm_only']})")
+        report["speed"] = {}
+        for name in names:
+            s = report["speed"][name] = speed(hotpot, lambda emb, name=name: make_labeller(name, emb))
+            print(f"\n# speed of {name} ({s['n_traces']} traces, 5 passages, 3-sentence answers; traces/s): cold "
+                  f"{s['cold_traces_per_s']}, warm {s['warm_traces_per_s']}, new answers "
+                  f"{s['new_answers_traces_per_s']}; MiniLM alone cold {s['minilm_only_cold_traces_per_s']} "
+                  f"(labeller/MiniLM {s['cold_vs_minilm_only']})")
+    if args.all or args.nli_checks:
+        from benchmarks import nli_checks
+
+        print()
+        nli_checks.main([] if args.limit is None else ["--limit", str(args.limit)])
     report["seconds"] = round(time.perf_counter() - started, 1)
     print(f"\nelapsed {report['seconds']} s")
     if args.json:
