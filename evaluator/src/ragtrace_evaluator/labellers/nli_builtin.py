@@ -135,3 +135,10 @@ def builtin_manifest(folder: str | None = None) -> dict[str, Any]:
     return {"model_id": "nli:builtin", "artefact": WEIGHTS, "file_hash": file_digest(base / WEIGHTS),
             "base_package": m.get("base_package"), "base_embeddings_sha256": m.get("base_embeddings_sha256"),
             "training_data": m.get("training_data"), "training": m.get("training"), "checks": m.get("checks")}
+
+
+def builtin_thresholds(folder: str | None = None) -> tuple[float, float]:
+    """(support, contradiction) thresholds of the built-in model, as chosen on grounding-train
+    (``training/calibrate_nli.py``); 0.5 and 0.5 when the manifest records none."""
+    t = read_manifest(folder).get("thresholds") or {}
+    return float(t.get("support", 0.5)), float(t.get("contradiction", 0.5))

@@ -81,8 +81,14 @@ def _offline_grounding(arg: str) -> GroundingLabeller:
 
 
 def _nli_grounding(arg: str) -> GroundingLabeller:
-    from ragtrace_evaluator.labellers.nli import DEFAULT_NLI_MODEL, NLIGroundingLabeller
+    from ragtrace_evaluator.labellers.nli import BUILTIN, DEFAULT_NLI_MODEL, NLIGroundingLabeller
 
+    if arg == BUILTIN:
+        # the built-in model's thresholds were chosen on training data (training/calibrate_nli.py)
+        from ragtrace_evaluator.labellers.nli_builtin import builtin_thresholds
+
+        support, contradiction = builtin_thresholds()
+        return NLIGroundingLabeller(BUILTIN, support_threshold=support, contradiction_threshold=contradiction)
     return NLIGroundingLabeller(arg or DEFAULT_NLI_MODEL)
 
 
