@@ -3,6 +3,7 @@ logs no console errors, needs no network, and shows hostile strings as text."""
 
 from __future__ import annotations
 
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -110,3 +111,75 @@ def test_report_renders_in_headless_chromium(comparison, tmp_path: Path) -> None
     n_cell = int(heading.rsplit("(", 1)[1].rstrip(")"))
     assert target.startswith("#transition-") and shown == n_cell + 1
     assert (tmp_path / "report.png").stat().st_size > 10_000
+
+
+class _Tables(HTMLParser):
+    """Every table of a page as rows of cell texts, each table with the class it was given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: list[tuple[str, list[list[str]]]] = []
+        self._cell: list[str] | None = None
+        self.warnings: list[str] = []
+        self._in_warnings = False
+        self._item: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "table":
+            self.tables.append((dict(attrs).get("class") or "", []))
+        elif tag == "tr" and self.tables:
+            self.tables[-1][1].append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+        elif tag == "ul" and dict(attrs).get("id") == "warnings":
+            self._in_warnings = True
+        elif tag == "li" and self._in_warnings:
+            self._item = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None:
+            self.tables[-1][1][-1].append("".join(self._cell).strip())
+            self._cell = None
+        elif tag == "li" and self._item is not None:
+            self.warnings.append("".join(self._item).strip())
+            self._item = None
+        elif tag == "ul":
+            self._in_warnings = False
+
+    def handle_data(self, data: str) -> None:
+        for sink in (self._cell, self._item):
+            if sink is not None:
+                sink.append(data)
+
+
+def _tables(html: str) -> _Tables:
+    parser = _Tables()
+    parser.feed(html)
+    return parser
+
+
+TRACE_TABLES = ("movers", "transitions", "surface-movers")
+
+
+def test_trace_lists_name_each_trace_once(comparison) -> None:
+    # with a server every trace id is a link to its page: no column repeats the candidate's
+    linked = _tables(render_report(comparison, server_url="http://collector.local/"))
+    lists = [rows for cls, rows in linked.tables if cls in TRACE_TABLES]
+    assert len(lists) > 5
+    for rows in lists:
+        assert rows[0][-2:] == ["baseline trace", "candidate trace"], rows[0]
+        for row in rows[1:]:
+            assert len(row) == len(rows[0]) and len(set(row[-2:])) == 2, row
+    # without one, a last column gives the command that shows the candidate's trace
+    plain = _tables(render_report(comparison))
+    for rows in (rows for cls, rows in plain.tables if cls in TRACE_TABLES):
+        assert rows[0][-3:] == ["baseline trace", "candidate trace", "show"], rows[0]
+        for row in rows[1:]:
+            assert row[-1] == f"ragtrace traces show {row[-2]}", row
+
+
+def test_the_bootstrap_notes_are_in_the_report(comparison) -> None:
+    # what the terminal only counts, the report lists: every note of the JSON, in the HTML
+    notes = comparison.to_json()["warnings"]
+    assert any("every bootstrap replicate is equal" in n for n in notes)
+    assert _tables(render_report(comparison)).warnings == notes

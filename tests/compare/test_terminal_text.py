@@ -23,11 +23,16 @@ def _write(path: Path, modes: list[str]) -> Path:
 
 def test_ids_and_statistic_names_are_printed_verbatim(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # 10 rank inversions become fabrications and the other 20 stay ok: the `mode:ok` rate does not
-    # move, so the report warns that it has no interval
+    # move, so the report notes that it has no interval
     base = _write(tmp_path / "rel:ok:1.jsonl", ["rank_inversion" if i % 3 == 0 else "ok" for i in range(30)])
     cand = _write(tmp_path / "rel:ok:2.jsonl", ["fabrication" if i % 3 == 0 else "ok" for i in range(30)])
-    compare_main(["--baseline", str(base), "--candidate", str(cand), "--resamples", "200", "--max-ids", "100"])
+    report = tmp_path / "report.json"
+    compare_main(["--baseline", str(base), "--candidate", str(cand), "--resamples", "200", "--max-ids", "100",
+                  "--json", str(report)])
     out = capsys.readouterr().out
     assert "🔥" not in out and "🆗" not in out
     assert "rank_inversion → fabrication: 10  q:fire:0" in out and "(rel:ok:1.jsonl)" in out
-    assert "mode:ok: every bootstrap replicate is equal" in out
+    # the bootstrap's notes on single statistics are counted on the terminal and listed in the report
+    warnings = json.loads(report.read_text(encoding="utf-8"))["warnings"]
+    assert any(w.startswith("mode:ok: every bootstrap replicate is equal") for w in warnings), warnings
+    assert f"{len(warnings)} bootstrap notes on undefined values or intervals" in out

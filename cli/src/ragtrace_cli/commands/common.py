@@ -50,13 +50,18 @@ _SERVER_MODE = ("traces", "audit", "review", "reviewers")
 
 
 def open_or_report(store: str | None, *, migrate: bool, command: str, say: Callable[[str], None] | None = None,
-                   **kw: Any) -> Store | None:
+                   locked: str | None = None, **kw: Any) -> Store | None:
     """The store, or None after saying why it cannot be opened (the caller exits with `EXIT_STORE`).
-    ``say`` gets each line of the message (default: printed to stderr after ``ragtrace COMMAND:``)."""
+    ``say`` gets each line of the message (default: printed to stderr after ``ragtrace COMMAND:``).
+    ``locked`` is said instead of the store's own advice when another process owns an embedded
+    store, for a command that cannot go through the serving process as that advice suggests."""
     say = say or _stderr(command)
     try:
         return open_store(store, migrate=migrate, **kw)
     except StoreLockedError as exc:
+        if locked is not None:
+            say(locked)
+            return None
         hint = ""
         if command in _SERVER_MODE:
             hint = (f"\n  To work while the collector runs: ragtrace {command} ... --server http://HOST:4318 "
@@ -69,7 +74,7 @@ def open_or_report(store: str | None, *, migrate: bool, command: str, say: Calla
 
 
 def open_reader(store: str | None, *, command: str, say: Callable[[str], None] | None = None,
-                **kw: Any) -> Store | None:
+                locked: str | None = None, **kw: Any) -> Store | None:
     """The store for a command that reads it (or adds rows to it), never migrating it; None after
     saying why it cannot be used (the caller exits with `EXIT_STORE`).
 
@@ -83,7 +88,7 @@ def open_reader(store: str | None, *, command: str, say: Callable[[str], None] |
     if missing:
         say(missing)
         return None
-    opened = open_or_report(location, migrate=False, command=command, say=say, **kw)
+    opened = open_or_report(location, migrate=False, command=command, say=say, locked=locked, **kw)
     if opened is None:
         return None
     try:

@@ -29,6 +29,7 @@ from ragtrace_evaluator.compare.records import (
     load_release,
     releases_manifests,
 )
+from ragtrace_evaluator.compare.significance import significance
 
 __all__ = ["build_parser", "compare_main", "load_side", "load_sides"]
 
@@ -135,11 +136,23 @@ def _store(args: argparse.Namespace, store_box: list[Any]) -> Any:
 
         # never migrates, and refuses a missing store or an old schema with what to run
         problems: list[str] = []
-        opened = open_reader(args.store, command="compare", say=problems.append)
+        opened = open_reader(args.store, command="compare", say=problems.append, locked=_locked(args.store))
         if opened is None:
             raise CompareError("; ".join(problems))
         store_box.append(opened)
     return store_box[0]
+
+
+def _locked(store: str | None) -> str:
+    """What works while `ragtrace serve` owns the embedded store (compare cannot go through it)."""
+    from ragtrace_store import default_store_path
+
+    location = store if store is not None else default_store_path()
+    return (f"the embedded store {location} is in use by another process (usually `ragtrace serve`), and compare "
+            "reads a store directly: it has no --server mode. While the server runs, write each release's labels "
+            "through it and compare the files: `ragtrace audit --server URL --release R --per-trace R.jsonl` "
+            "(traces already labelled by the same labellers are read back, not labelled again), then "
+            "`ragtrace compare --baseline A.jsonl --candidate B.jsonl`. Or stop the server and rerun this command.")
 
 
 def _manifests(store: Any, values: list[str], args: argparse.Namespace) -> list[str]:
@@ -186,14 +199,14 @@ def _ci(ci: list[float | None]) -> str:
     return f"[{lo:+.4f}, {hi:+.4f}]"
 
 
+#: a row's style by `significance` (the HTML report's classes and plots follow the same rule)
+_STYLES = {"worse": "bold red", "better": "green", "changed": "magenta", "flat": "", "undefined": ""}
+
+
 def _style(delta: float | None, ci: list[float | None], direction: str | None) -> str:
-    """Red when the CI excludes 0 in the bad direction, green in the good one."""
-    lo, hi = ci
-    if delta is None or lo is None or hi is None or direction is None:
-        return ""
-    bad = hi < 0 if direction == "higher" else lo > 0
-    good = lo > 0 if direction == "higher" else hi < 0
-    return "bold red" if bad else ("green" if good else "")
+    """Red when the CI excludes 0 on the worse side, green on the better one, magenta when the
+    statistic has no better direction (an abstention rate) and its CI excludes 0."""
+    return _STYLES[significance(delta, ci, direction)]
 
 
 def render_terminal(c: Comparison, report: dict[str, Any], *, max_ids: int = 20, console: Any = None) -> None:
@@ -284,16 +297,24 @@ def render_terminal(c: Comparison, report: dict[str, Any], *, max_ids: int = 20,
         con.print(f"  family-wise false-alarm probability of these {len(gs.results)} gates under no change: "
                   f"{gs.family_false_alarm:.2%} (simulated from {gs.n_replicates} joint bootstrap replicates; "
                   f"{gs.independent_false_alarm:.2%} if the gates were independent)")
-    for g in gs.tripped:
-        _movers_report(con, c, g.boundary, g.metric, g.reason, max_ids)
-    warns = c.all_warnings()
-    if warns:
-        con.print(f"[yellow]{len(warns)} warnings[/yellow] (undefined values are reported as undefined, "
-                  "never as 0):")
-        for w in warns[:max_ids]:
-            con.print(f"  - {_esc(w)}")
-        if len(warns) > max_ids:
-            con.print(f"  … {len(warns) - max_ids} more in the JSON report")
+    _tripped_report(con, c, max_ids)
+    _notes(con, c, max_ids)
+
+
+def _notes(con: Any, c: Comparison, max_ids: int) -> None:
+    """The comparison's own notes (pairing, missing scores, forced manifests) in full; the bootstrap's
+    notes on single statistics (an interval left undefined, resamples that drew no query of a
+    conditioning set) only counted: they are under "warnings" in the JSON and HTML reports."""
+    if c.notes:
+        con.print(f"[yellow]{len(c.notes)} note{'s' if len(c.notes) > 1 else ''}[/yellow]:")
+        for note in c.notes[:max_ids]:
+            con.print(f"  - {_esc(note)}")
+        if len(c.notes) > max_ids:
+            con.print(f"  … {len(c.notes) - max_ids} more in the JSON report")
+    n_stat = len(c.all_warnings()) - len(c.notes)
+    if n_stat:
+        con.print(f"{n_stat} bootstrap note{'s' if n_stat > 1 else ''} on undefined values or intervals (never "
+                  "reported as 0) are under warnings in the JSON and HTML reports.")
 
 
 def _failure_modes(con: Any, report: dict[str, Any], max_ids: int) -> None:
@@ -369,11 +390,20 @@ def _surface_grounding(con: Any, report: dict[str, Any], max_ids: int) -> None:
             con.print(f"    … {mv['n'] - max_ids} more (all ids are in --json)")
 
 
-def _movers_report(con: Any, c: Comparison, boundary: str | None, metric: str, reason: str,
-                   max_ids: int) -> None:
-    boundaries = [boundary] if boundary in {m.boundary for m in c.movers} else sorted(
-        {m.boundary for m in c.movers})
-    con.print(f"\n[bold red]GATE TRIPPED[/bold red] {_esc(metric)}: {_esc(reason)}")
+def _tripped_report(con: Any, c: Comparison, max_ids: int) -> None:
+    """Each tripped gate, then the movers of every boundary they name, each boundary once (gates at
+    the same boundary share its movers; a gate at no single boundary, e.g. the pass rate, names all)."""
+    if not c.gates.tripped:
+        return
+    con.print()
+    boundaries: list[str] = []
+    with_movers = {m.boundary for m in c.movers}
+    for g in c.gates.tripped:
+        con.print(f"[bold red]GATE TRIPPED[/bold red] {_esc(g.metric)}: {_esc(g.reason)}")
+        named = [g.boundary] if g.boundary in with_movers else sorted(with_movers)
+        boundaries += [b for b in named if b not in boundaries]
+    if boundaries:
+        con.print("[bold]Movers at the tripped gates' boundaries[/bold] (each boundary once)")
     for b in boundaries:
         for mv in c.movers:
             if mv.boundary != b:
@@ -383,10 +413,10 @@ def _movers_report(con: Any, c: Comparison, boundary: str | None, metric: str, r
                       f"{_fmt(mv.baseline_below, 3)} → {_fmt(mv.candidate_below, 3)}")
             if mv.direction != "held":
                 _list_ids(con, mv, max_ids)
-    ds = c.deciding_slice
-    if ds is not None and boundary == "gold_in_context":
-        style = "bold red" if ds.verdict in ("fell", "mixed") else "bold yellow"
-        con.print(f"  [{style}]verdict[/{style}]: {_esc(ds.statement)}")
+        ds = c.deciding_slice
+        if ds is not None and b == "gold_in_context" and ds.tripped_gates:
+            style = "bold red" if ds.verdict in ("fell", "mixed") else "bold yellow"
+            con.print(f"  [{style}]verdict[/{style}]: {_esc(ds.statement)}")
 
 
 def _list_ids(con: Any, mv: Mover, max_ids: int) -> None:
@@ -410,7 +440,7 @@ def _save(args: argparse.Namespace, store_box: list[Any], report: dict[str, Any]
         from ragtrace_cli.commands.common import open_reader
 
         problems: list[str] = []
-        opened = open_reader(args.store, command="compare", say=problems.append)
+        opened = open_reader(args.store, command="compare", say=problems.append, locked=_locked(args.store))
         if opened is None:
             raise CompareError(f"--save: {'; '.join(problems)}")
         store_box.append(opened)

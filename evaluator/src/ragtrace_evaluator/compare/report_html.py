@@ -16,15 +16,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from ragtrace_evaluator.compare.metric_info import DECOMP_PREFIX, metric_info
 from ragtrace_evaluator.compare.modes import MEANING
+from ragtrace_evaluator.compare.significance import Significance, significance
 
 if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
     from ragtrace_evaluator.compare.comparison import Comparison
 
-__all__ = ["render_report", "write_report"]
+__all__ = ["cells_figure", "decomposition_figure", "delta_rows", "deltas_figure", "modes_figure", "render_report",
+           "scores_figure", "write_report"]
 
 _BASE = "#4c72b0"
 _CAND = "#dd8452"
+#: a change's colour in the plots, by `significance` (the tables' classes follow the same rule)
+_COLOURS: dict[Significance, str] = {"worse": "#c44e52", "better": "#2e8b57", "changed": "#8172b3",
+                                     "flat": "#333333", "undefined": "#333333"}
+_RULE = "red = significantly worse, green = better, purple = changed, no better direction"
+#: a term of the decomposition bar shorter than this (in shares) gets its value beside the bar, not in it
+_MIN_INSIDE = 0.09
 
 
 def _svg(fig: Any) -> str:
@@ -40,35 +51,51 @@ def _finite(x: Any) -> bool:
     return isinstance(x, int | float) and math.isfinite(x)
 
 
-def _plot_deltas(report: dict[str, Any]) -> str:
+def _interval(ci: dict[str, Any]) -> list[Any]:
+    """The BCa interval, or the percentile one where BCa is undefined (as the plots draw it)."""
+    chosen: list[Any] = ci["bca"] if ci["bca"][0] is not None else ci["percentile"]
+    return chosen
+
+
+def delta_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows of the deltas plot, top to bottom: every stage metric with a delta, then the two
+    terms of the decomposition, each with the interval drawn and its `significance`."""
+    rows = [{"metric": m["metric"], "delta": m["delta"], "ci": _interval(m["ci"]), "direction": m["direction"]}
+            for m in report["metrics"] if _finite(m["delta"])]
+    d = report["decomposition"]
+    rows += [{"metric": DECOMP_PREFIX + k, "delta": d["delta"][k], "ci": _interval(d["ci"][k]),
+              "direction": metric_info(DECOMP_PREFIX + k)[1]}
+             for k in ("term_gold", "term_without_gold") if _finite(d["delta"][k])]
+    for row in rows:
+        row["significance"] = significance(row["delta"], row["ci"], row["direction"])
+    return rows
+
+
+def deltas_figure(report: dict[str, Any]) -> Figure:
+    """Each delta with its interval, coloured by `significance`."""
     import matplotlib.pyplot as plt
 
-    rows = [m for m in report["metrics"] if _finite(m["delta"])]
-    rows += [{"metric": f"decomposition.{k}", "delta": report["decomposition"]["delta"][k],
-              "ci": report["decomposition"]["ci"][k], "direction": None}
-             for k in ("term_gold", "term_without_gold") if _finite(report["decomposition"]["delta"][k])]
+    rows = delta_rows(report)
     fig, ax = plt.subplots(figsize=(8, 0.38 * len(rows) + 1.2))
     for i, m in enumerate(reversed(rows)):
-        lo, hi = m["ci"]["bca"] if m["ci"]["bca"][0] is not None else m["ci"]["percentile"]
-        bad = m["direction"] is not None and lo is not None and hi is not None and (
-            (m["direction"] == "higher" and hi < 0) or (m["direction"] == "lower" and lo > 0))
-        color = "#c44e52" if bad else "#333333"
+        lo, hi = m["ci"]
+        color = _COLOURS[m["significance"]]
         if lo is not None and hi is not None:
             ax.plot([lo, hi], [i, i], color=color, lw=2)
         ax.plot([m["delta"]], [i], "o", color=color)
     ax.axvline(0, color="#999999", lw=1, ls="--")
     ax.set_yticks(range(len(rows)), [m["metric"] for m in reversed(rows)])
-    ax.set_xlabel("candidate − baseline (95% paired bootstrap CI; red = significantly worse)")
+    ax.set_xlabel(f"candidate − baseline (95% paired bootstrap CI)\n{_RULE}")
     ax.set_title("Deltas with confidence intervals")
-    return _svg(fig)
+    return fig
 
 
-def _plot_modes(report: dict[str, Any]) -> str:
+def modes_figure(report: dict[str, Any]) -> Figure:
     """Each mode's rate side by side, and its paired delta with the interval (red: worse)."""
     import matplotlib.pyplot as plt
 
     rows = report["failure_modes"]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 0.45 * len(rows) + 1.6), sharey=True)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 0.45 * len(rows) + 1.9), sharey=True, layout="constrained")
     ys = list(range(len(rows)))[::-1]
     labels = [m["mode"] for m in rows]
     ax1.barh([y + 0.2 for y in ys], [m["baseline"] or 0.0 for m in rows], 0.4, color=_BASE, label="baseline")
@@ -76,12 +103,10 @@ def _plot_modes(report: dict[str, Any]) -> str:
     ax1.set_yticks(ys, labels)
     ax1.set_xlabel("share of paired queries")
     ax1.set_title("Failure-mode rates")
-    ax1.legend(fontsize=8)
+    _legend_below(fig, ncol=2)
     for y, m in zip(ys, rows, strict=True):
-        lo, hi = m["ci95"]["bca"] if m["ci95"]["bca"][0] is not None else m["ci95"]["percentile"]
-        bad = m["direction"] is not None and lo is not None and hi is not None and (
-            (m["direction"] == "higher" and hi < 0) or (m["direction"] == "lower" and lo > 0))
-        color = "#c44e52" if bad else "#333333"
+        lo, hi = _interval(m["ci95"])
+        color = _COLOURS[significance(m["delta"], [lo, hi], m["direction"])]
         if lo is not None and hi is not None:
             ax2.plot([lo, hi], [y, y], color=color, lw=2)
         if _finite(m["delta"]):
@@ -90,9 +115,9 @@ def _plot_modes(report: dict[str, Any]) -> str:
             ax2.text(0, y, "undefined", ha="center", va="center", fontsize=8)
     ax2.axvline(0, color="#999999", lw=1, ls="--")
     ax2.tick_params(labelleft=False)  # the mode names are on the left panel
-    ax2.set_xlabel("candidate − baseline (95% paired CI; red = worse)")
+    ax2.set_xlabel("candidate − baseline (95% paired CI)\nred = worse, green = better, purple = changed")
     ax2.set_title("Paired difference")
-    return _svg(fig)
+    return fig
 
 
 def _plot_surface(c: Comparison) -> str:
@@ -124,24 +149,36 @@ def _plot_surface(c: Comparison) -> str:
     return _svg(fig)
 
 
-def _plot_decomposition(report: dict[str, Any], names: tuple[str, str]) -> str:
+def decomposition_figure(report: dict[str, Any], names: tuple[str, str]) -> Figure:
+    """Left: each release's e2e pass rate as its two terms stacked, the total above the bar. Right:
+    the four factors side by side. Nothing is drawn over anything else: a term too short to hold its
+    value has it beside the bar (the gold term to the left, the other to the right), and the legend
+    sits under both panels, outside the bars."""
     import matplotlib.pyplot as plt
 
     d = report["decomposition"]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4.4), layout="constrained")
     sides = ("baseline", "candidate")
     tg = [d[s]["term_gold"] or 0.0 for s in sides]
     tn = [d[s]["term_without_gold"] or 0.0 for s in sides]
-    ax1.bar([0, 1], tg, color="#55a868", label="recall · P(pass | gold in C)")
-    ax1.bar([0, 1], tn, bottom=tg, color="#c44e52", label="(1 − recall) · P(pass | no gold in C)")
+    width = 0.5
+    ax1.bar([0, 1], tg, width, color="#55a868", label="recall · P(pass | gold in C)")
+    ax1.bar([0, 1], tn, width, bottom=tg, color="#c44e52", label="(1 − recall) · P(pass | no gold in C)")
     for i in range(2):
-        ax1.text(i, tg[i] + tn[i] + 0.03, f"e2e {tg[i] + tn[i]:.3f}", ha="center")
-        ax1.text(i, tg[i] / 2, f"{tg[i]:.3f}", ha="center", color="white")
-        ax1.text(i, tg[i] + tn[i] / 2, f"{tn[i]:.3f}", ha="center", color="white")
+        ax1.annotate(f"e2e {tg[i] + tn[i]:.3f}", (i, tg[i] + tn[i]), xytext=(0, 3), textcoords="offset points",
+                     ha="center", va="bottom", fontweight="bold")
+        for value, bottom, toward in ((tg[i], 0.0, -1), (tn[i], tg[i], 1)):
+            middle = bottom + value / 2
+            if value >= _MIN_INSIDE:
+                ax1.text(i, middle, f"{value:.3f}", ha="center", va="center", color="white")
+            else:  # too short to hold its value: beside the bar, left for one term, right for the other
+                ax1.annotate(f"{value:.3f}", (i + toward * width / 2, middle), xytext=(toward * 3, 0),
+                             textcoords="offset points", ha="left" if toward > 0 else "right", va="center",
+                             fontsize=9, color="#333333")
     ax1.set_xticks([0, 1], [f"baseline\n{names[0][:30]}", f"candidate\n{names[1][:30]}"])
-    ax1.set_ylim(0, 1.1)
+    ax1.set_xlim(-0.9, 1.9)
+    ax1.set_ylim(0, 1.15)  # room for the e2e label above a bar of 1.0
     ax1.set_title("e2e pass = the two terms")
-    ax1.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), fontsize=8)
     keys = [("recall", "recall"), ("p_pass_given_gold", "P(pass |\ngold in C)"),
             ("p_pass_without_gold", "P(pass |\nno gold)"), ("e2e", "e2e")]
     xs = range(len(keys))
@@ -156,30 +193,30 @@ def _plot_decomposition(report: dict[str, Any], names: tuple[str, str]) -> str:
     ax2.set_xticks(list(xs), [label for _, label in keys])
     ax2.set_ylim(0, 1.05)
     ax2.set_title("Factors")
-    ax2.legend(fontsize=8)
-    return _svg(fig)
+    _legend_below(fig, ncol=2)  # the terms in the first column, the releases in the second
+    return fig
 
 
-def _plot_cells(report: dict[str, Any]) -> str:
+def cells_figure(report: dict[str, Any]) -> Figure:
     import matplotlib.pyplot as plt
 
     cells = report["contingency"]
-    fig, ax = plt.subplots(figsize=(8, 0.42 * len(cells) + 1.2))
+    fig, ax = plt.subplots(figsize=(8, 0.42 * len(cells) + 1.5), layout="constrained")
     ys = list(range(len(cells)))[::-1]
     ax.barh([y + 0.2 for y in ys], [c["baseline"] or 0.0 for c in cells], 0.4, color=_BASE, label="baseline")
     ax.barh([y - 0.2 for y in ys], [c["candidate"] or 0.0 for c in cells], 0.4, color=_CAND, label="candidate")
     ax.set_yticks(ys, [c["cell"] for c in cells], fontsize=8)
     ax.set_xlabel("share of paired queries")
     ax.set_title("Contingency cells, side by side")
-    ax.legend(fontsize=8)
-    return _svg(fig)
+    _legend_below(fig, ncol=2)
+    return fig
 
 
-def _plot_scores(c: Comparison) -> str:
+def scores_figure(c: Comparison) -> Figure:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    fig, ax = plt.subplots(figsize=(8, 3.4))
+    fig, ax = plt.subplots(figsize=(8, 3.7), layout="constrained")
     bins = [float(x) for x in np.linspace(0.0, 1.0, 26)]
     for side, color in (("baseline", _BASE), ("candidate", _CAND)):
         vals = c.scores(side)
@@ -190,8 +227,25 @@ def _plot_scores(c: Comparison) -> str:
     ax.set_xlabel("end-to-end score (queries with a score)" if has_score else "pass (1) / fail (0): no scores")
     ax.set_ylabel("queries")
     ax.set_title("Score distributions")
-    ax.legend(fontsize=8)
-    return _svg(fig)
+    _legend_below(fig, ncol=3)
+    return fig
+
+
+def _legend_below(fig: Figure, ncol: int) -> None:
+    """One legend for the whole figure, under its panels (constrained layout keeps room for it), so
+    it is never drawn over a bar or a line, wherever the data put them."""
+    handles: list[Any] = []
+    labels: list[str] = []
+    for ax in fig.axes:
+        h, lab = ax.get_legend_handles_labels()
+        handles += h
+        labels += lab
+    fig.legend(handles, labels, loc="outside lower center", ncol=ncol, fontsize=8, frameon=False)
+
+
+#: a table row's CSS class by `significance` (the template's stylesheet colours them)
+_CLASSES: dict[Significance, str] = {"worse": "bad", "better": "good", "changed": "changed", "flat": "",
+                                     "undefined": "undef"}
 
 
 def _template_text() -> str:
@@ -231,12 +285,12 @@ def render_report(c: Comparison, *, trace_url: str | None = None, server_url: st
 
     report = c.to_json()
     plots = {
-        "modes": _plot_modes(report) if report["failure_modes"] else "",
+        "modes": _svg(modes_figure(report)) if report["failure_modes"] else "",
         "surface": _plot_surface(c) if c.surface is not None and c.surface.available else "",
-        "deltas": _plot_deltas(report),
-        "decomposition": _plot_decomposition(report, (c.baseline.name, c.candidate.name)),
-        "cells": _plot_cells(report),
-        "scores": _plot_scores(c),
+        "deltas": _svg(deltas_figure(report)),
+        "decomposition": _svg(decomposition_figure(report, (c.baseline.name, c.candidate.name))),
+        "cells": _svg(cells_figure(report)),
+        "scores": _svg(scores_figure(c)),
     }
 
     def fmt(x: Any) -> str:
@@ -252,12 +306,8 @@ def render_report(c: Comparison, *, trace_url: str | None = None, server_url: st
         return f"{100 * x:.2f}%" if _finite(x) else "undefined"
 
     def cls(m: dict[str, Any]) -> str:
-        lo, hi = m["ci"]["bca"]
-        if not (_finite(lo) and _finite(hi)) or m["direction"] is None:
-            return "undef" if not _finite(m["delta"]) else ""
-        bad = hi < 0 if m["direction"] == "higher" else lo > 0
-        good = lo > 0 if m["direction"] == "higher" else hi < 0
-        return "bad" if bad else ("good" if good else "")
+        """A row's class by `significance` of its BCa interval (the plots colour by the same rule)."""
+        return _CLASSES[significance(m["delta"], m["ci"]["bca"], m["direction"])]
 
     def link(trace_id: str) -> Markup:
         if not trace_id:
@@ -268,11 +318,9 @@ def render_report(c: Comparison, *, trace_url: str | None = None, server_url: st
         return escape(trace_id)
 
     def show(trace_id: str) -> Markup:
-        """Where a person goes to see the trace: its page when a server is known, else the command."""
+        """The command that shows a trace, for a report with no server to link to."""
         if not trace_id:
             return Markup("–")
-        if trace_url:
-            return link(trace_id)
         return Markup("<code>ragtrace traces show {}</code>").format(trace_id)
 
     def zip_surface(q: dict[str, Any]) -> list[tuple[str, str, str, float, float]]:
@@ -298,7 +346,11 @@ def render_report(c: Comparison, *, trace_url: str | None = None, server_url: st
         return cls({"ci": m["ci95"], "direction": m["direction"], "delta": m["delta"]})
 
     changed = {(t["baseline"], t["candidate"]) for t in (report["failure_mode_transitions"] or {}).get("changed", [])}
-    return template.render(r=report, plots=plots, movers=c.movers, decomp_labels=decomp_labels, fmt=fmt,
+    decomp_direction = {k: metric_info(DECOMP_PREFIX + k)[1] for k, _ in decomp_labels}
+    # With a server every trace id is a link to its page, so no column repeats it as a command.
+    linked = trace_url is not None
+    return template.render(r=report, plots=plots, movers=c.movers, decomp_labels=decomp_labels,
+                           decomp_direction=decomp_direction, linked=linked, fmt=fmt,
                            fmt_d=fmt_d, fmt_ci=fmt_ci, pct=pct, cls=cls, mode_cls=mode_cls, link=link, show=show,
                            rows=rows, cell_id=cell_id, changed=changed, zip_ids=zip_ids, zip_surface=zip_surface,
                            meaning=MEANING)
