@@ -120,8 +120,8 @@ class TraceListing:
 @dataclass(frozen=True)
 class TraceCount:
     """How many traces a listing has: ``queries`` (what the listing lists: every root with
-    ``include_all``), ``others`` (roots that are not queries; None when not exact), and whether the
-    numbers are exact."""
+    ``include_all``), ``others`` (roots that are not queries; None when not counted or not exact),
+    and whether the numbers are exact."""
 
     queries: int
     others: int | None
@@ -282,17 +282,30 @@ def confidence_page(store: Store, listing: TraceListing, after: tuple[float, str
 
 
 # --- counts ----------------------------------------------------------------------------------------
-def count_listing(store: Store, listing: TraceListing, *,
-                  exact_up_to: int | None = EXACT_COUNT_ROWS) -> TraceCount:
+def count_listing(store: Store, listing: TraceListing, *, exact_up_to: int | None = EXACT_COUNT_ROWS,
+                  others: bool = False) -> TraceCount:
     """Count the traces of a listing; exact up to ``exact_up_to`` matching root rows (None: always,
     with memory that grows with them). Above, the matching root rows are reported: an upper bound
-    (a retried row not yet merged counts twice), with ``exact`` False."""
+    (a retried row not yet merged counts twice), with ``exact`` False. ``others`` also counts the
+    roots that are not queries (a listing without a label filter only; else ``others`` is None)."""
     where, params = _conditions(store, listing)
     if exact_up_to is not None:
         rows = int(store.query_rows(f"SELECT count() FROM {store.table('queries')} WHERE {' AND '.join(where)}",
                                     params)[0][0])
         if rows > exact_up_to:
             return TraceCount(rows, None, False)
+    if listing.labelled and listing.labels is not None:
+        # the passing labels of the listed traces: the label filter read once, not in each of the
+        # winners' reads (on 100,000 traces 87 against 239 ms for a mode and a release, 163 against
+        # 456 ms for every labelled trace)
+        where, params = _conditions(store, listing, labelled=False)
+        newest, label_params = _newest_labels(store, listing.labels)
+        n = int(store.query_rows(f"SELECT count() FROM ({newest}) WHERE trace_id IN "
+                                 f"({_matching(store, listing, where)})", {**params, **label_params})[0][0])
+        return TraceCount(n, None, True)
+    if not others:  # a plain count is cheaper than counting both (28 against 50 ms for 100,000 traces)
+        n = int(store.query_rows(f"SELECT count() FROM ({_matching(store, listing, where)})", params)[0][0])
+        return TraceCount(n, None, True)
     queries, total = (int(x) for x in store.query_rows(
         f"SELECT countIf(is_query), count() FROM ({_matching(store, listing, where, counted=True)})", params)[0])
     return TraceCount(total if listing.include_all else queries, total - queries, True)
@@ -300,8 +313,9 @@ def count_listing(store: Store, listing: TraceListing, *,
 
 def count_traces(store: Store, flt: TraceFilter, *, include_all: bool = False,
                  exact_up_to: int | None = EXACT_COUNT_ROWS) -> TraceCount:
-    """`count_listing` of the traces ``flt`` selects (`read_traces`' listing): the footer's "50 of 1,204"."""
-    return count_listing(store, TraceListing(flt, include_all=include_all), exact_up_to=exact_up_to)
+    """`count_listing` of the traces ``flt`` selects (`read_traces`' listing), with the others: the
+    footer's "50 of 1,204" and its "3 other trace(s) ..."."""
+    return count_listing(store, TraceListing(flt, include_all=include_all), exact_up_to=exact_up_to, others=True)
 
 
 def filter_values(store: Store, tenant: str) -> FilterValues:
