@@ -36,6 +36,13 @@ def test_a_port_out_of_range_is_a_usage_error(tmp_path: Path, capsys: pytest.Cap
     assert exc.value.code == 2 and "--port must be in 1..65535" in capsys.readouterr().err
 
 
+def test_quiet_and_verbose_together_are_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        demo_main(["--out", str(tmp_path / "out"), "--quiet", "--verbose"])
+    assert exc.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_port_held_by_another_server_is_refused(example_collector: str, tmp_path: Path) -> None:
     port = urlparse(example_collector).port
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}

@@ -1,4 +1,5 @@
-"""The demo's pipeline at small size: the audit must recover every injected fault at its boundary.
+"""The demo's pipeline at small size: the audit must recover every injected fault at its boundary,
+and the terminal gets its steps and its summary (at most 40 lines), the rest goes to demo.log.
 
 Real everything: generated corpus, the example service over HTTP, OTLP to `ragtrace serve` on an
 embedded store, the audit run inside the server, compare, the review queue and a reviewer.
@@ -7,17 +8,20 @@ embedded store, the audit run inside the server, compare, the review queue and a
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ragtrace_evaluator.compare.comparison import compare
 from ragtrace_evaluator.compare.deciding_slice import FELL, LABEL_CHECK, QUERY_MOVE
 from ragtrace_evaluator.compare.records import label_set, parse_record
 from ragtrace_examples.corpus import generate_corpus
-from ragtrace_examples.demo import DemoConfig, run_demo
+from ragtrace_examples.demo import DemoConfig, print_summary, run_demo
 from ragtrace_examples.faults import Fault, candidate_release
 
 #: 7 queries per fault, 35 % of them faulted (the demo's default candidate: 30 %): with chunk-id gold
@@ -25,9 +29,13 @@ from ragtrace_examples.faults import Fault, candidate_release
 DOCS, RATE = 80, 0.09
 
 
-def test_injected_faults_are_labelled_with_their_boundary(tmp_path: Path) -> None:
+def test_injected_faults_are_labelled_with_their_boundary(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     rates = dict.fromkeys(Fault, RATE)
-    res = run_demo(DemoConfig(out=tmp_path / "demo", docs=DOCS, seed=3, rates=rates, quiet=True, resamples=400))
+    cfg = DemoConfig(out=tmp_path / "demo", docs=DOCS, seed=3, rates=rates, resamples=400)
+    res = run_demo(cfg)
+    print_summary(res, cfg)  # as `ragtrace demo` does after the steps
+    shown = capfd.readouterr()
+    _check_terminal(res, shown.out + shown.err)
 
     check = res.fault_check
     for row in check["modes"]:
@@ -109,6 +117,31 @@ def test_injected_faults_are_labelled_with_their_boundary(tmp_path: Path) -> Non
     assert ds_ids["statement"].startswith(f"{len(fell_ids)} of the {len(lost_ids)} queries that lost their gold "
                                           "in context fell with it")
     assert f"the other {n_unmoved} did not move" in ds_ids["statement"] and LABEL_CHECK in ds_ids["statement"]
+
+
+def _check_terminal(res: Any, out: str) -> None:
+    """What `ragtrace demo` printed, child processes included: one line a step and the summary with
+    where to look; the comparison's tables and notes are in demo.log and the report."""
+    lines = out.splitlines()
+    assert len(lines) <= 40, out
+    assert [line[:5] for line in lines if re.match(r"\[\d/6\]", line)] == [f"[{i}/6]" for i in range(1, 7)], out
+    # the summary: the modes beside the faults, the gates, the deciding slice, and where everything is
+    assert any(re.match(r"retrieval_gap +\d+ +\d+ +chunk_split +\d+ of \d+ \(\d+%\)", line) for line in lines), out
+    assert "Gates tripped (ragtrace compare exit code 1): recall_5 (gold_in_context)" in out
+    assert "Deciding slice: answers fell with the evidence" in out
+    log = res.out / "demo.log"
+    for label, path in (("HTML report:", res.report_html), ("Details:", log), ("Ground truth:", res.faults)):
+        assert any(line.startswith(label) and str(path) in line for line in lines), (label, out)
+    assert f"Review queue:  {res.review_url}" in out and f"Reviewer token: {res.reviewer_token}" in out
+    # not the comparison's own output: no tables of every statistic, no bootstrap notes
+    for detail in ("ragtrace compare  baseline", "Stage metrics", "GATE TRIPPED", "replicates", "bootstrap notes"):
+        assert detail not in out, detail
+    # which all went to demo.log, after the command that printed them
+    text = log.read_text(encoding="utf-8")
+    compare_out = text[text.index("$ ragtrace compare --baseline"):]
+    for detail in ("Stage metrics", "GATE TRIPPED recall_5", "bootstrap notes on undefined values or intervals"):
+        assert detail in compare_out, detail
+    assert "[5/6] ragtrace compare" in text and "v1: 50/80 questions" in text  # progress: log only
 
 
 def _fell(a: dict[str, Any], b: dict[str, Any]) -> bool:

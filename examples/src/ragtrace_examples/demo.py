@@ -18,6 +18,10 @@
 6. stop the server so this process may use the store: add a reviewer, fill a review queue;
 7. print the report path, failure modes, tripped gate, review URL and reviewer token; with
    ``--keep-serving`` start the server again and leave it up for a person to click through.
+
+The terminal gets one line a step and the summary (about 35 lines); ``demo.log`` in the output
+folder gets everything, the steps' commands and the full ``ragtrace compare`` output among it, and
+``--verbose`` prints that too.
 """
 
 from __future__ import annotations
@@ -67,6 +71,8 @@ class DemoConfig:
     port: int = 0  # 0 = a free port
     keep_serving: bool = False
     quiet: bool = False
+    #: also print the progress and the full `ragtrace compare` output (always in demo.log)
+    verbose: bool = False
     resamples: int = 2000
     #: fault -> share of questions the candidate breaks (None = `faults.DEFAULT_RATES`)
     rates: Mapping[Fault, float] | None = None
@@ -287,16 +293,19 @@ def write_references(path: Path, corpus: Corpus) -> Path:
 
 def run_demo(cfg: DemoConfig) -> DemoResult:
     """Run every step; raises `DemoError` with the failing step and its log."""
-    def say(msg: str) -> None:
-        if not cfg.quiet:
-            print(msg, flush=True)
-
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
     out = cfg.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     store = (cfg.store or out / "store").resolve()
     log = out / "demo.log"
+
+    def say(msg: str, *, detail: bool = False) -> None:
+        """A step's line: on the terminal (a ``detail`` only with --verbose) and always in demo.log."""
+        with open(log, "a", encoding="utf-8") as fh:
+            fh.write(msg + "\n")
+        if cfg.verbose or not (cfg.quiet or detail):
+            print(msg, flush=True)
 
     say(f"[1/6] corpus: {cfg.docs} documents with golden questions (seed {cfg.seed})")
     corpus = generate_corpus(cfg.docs, seed=cfg.seed)
@@ -330,9 +339,11 @@ def run_demo(cfg: DemoConfig) -> DemoResult:
         expected: dict[str, int] = {}
         for rel in releases:
             t = time.perf_counter()
-            expected[rel.name] = send_traffic(corpus, rel, collector.url, cfg, encoder, say)
+            expected[rel.name] = send_traffic(corpus, rel, collector.url, cfg, encoder,
+                                              lambda msg: say(msg, detail=True))
             timings[f"traffic_{rel.name}_s"] = time.perf_counter() - t
-            say(f"      {rel.name}: {expected[rel.name]} queries in {timings[f'traffic_{rel.name}_s']:.1f}s")
+        say("      " + ", ".join(f"{name}: {n} queries in {timings[f'traffic_{name}_s']:.1f}s"
+                                 for name, n in expected.items()))
         import ragtrace
 
         ragtrace.shutdown()
@@ -357,7 +368,7 @@ def run_demo(cfg: DemoConfig) -> DemoResult:
     finally:
         collector.stop()
 
-    say("[5/6] ragtrace compare: paired statistics, gates, HTML report")
+    say(f"[5/6] ragtrace compare: paired statistics, gates, HTML report (its full output: {log.name})")
     report_html = out / "report.html"
     compare_json = out / "compare.json"
     t = time.perf_counter()
@@ -369,13 +380,19 @@ def run_demo(cfg: DemoConfig) -> DemoResult:
                     # movers link to the trace pages of this demo's server (`--keep-serving` keeps it up)
                     "--server-url", collector.url]
     # A child process, like the other store commands: --save opens the embedded store, and a process
-    # holds one embedded store at most (the caller, e.g. a test session, may hold another).
+    # holds one embedded store at most (the caller, e.g. a test session, may hold another). Its
+    # tables go to demo.log: the summary below says what they found, the report shows all of it.
     proc = subprocess.run([sys.executable, "-m", "ragtrace_cli.main", "compare", *compare_args],
-                          capture_output=cfg.quiet, text=True, timeout=1800)
+                          capture_output=True, text=True, timeout=1800)
+    with open(log, "a", encoding="utf-8") as fh:
+        fh.write(f"$ ragtrace compare {' '.join(compare_args)}\n{proc.stdout}{proc.stderr}\n")
+    if cfg.verbose:
+        print(proc.stdout + proc.stderr, end="", flush=True)
     compare_exit = proc.returncode
     timings["compare_s"] = time.perf_counter() - t
     if compare_exit not in (0, 1):
-        raise DemoError(f"ragtrace compare failed with exit code {compare_exit}")
+        raise DemoError(f"ragtrace compare failed with exit code {compare_exit}; see {log}:\n"
+                        f"{proc.stderr.strip()[-800:]}")
     tripped = _tripped_gates(compare_json)
     deciding = _deciding_statement(compare_json)
     all_records = [rec for p in labels.values() for rec in read_label_lines(p)]
@@ -416,34 +433,17 @@ def _deciding_statement(compare_json: Path) -> str:
 
 
 def print_summary(res: DemoResult, cfg: DemoConfig) -> None:
+    """What the demo found and where to look, in about 25 lines: one table of the failure modes with
+    the injected faults beside the labels they should get, the tripped gates and the deciding slice,
+    then the files and URLs (everything else is in demo.log and the report)."""
     from rich.console import Console
-    from rich.table import Table
+    from rich.markup import escape
 
     con = Console(highlight=False)
-    modes = FAILURE_MODES
-    table = Table(title="Failure modes by release (ragtrace audit)")
-    table.add_column("release")
-    for m in modes:
-        table.add_column(m, justify="right")
-    for rel, path in res.labels.items():
-        counts = dict.fromkeys(modes, 0)
-        for rec in read_label_lines(path):
-            counts[rec.failure_mode.value] += 1
-        table.add_row(rel, *(str(counts[m]) for m in modes))
-    con.print(table)
-
-    check = Table(title=f"Labels vs the injected faults ({res.faults.name})")
-    for col in ("injected", "expected label", "queries", "labelled so", "share"):
-        check.add_column(col, justify="left" if col in ("injected", "expected label") else "right")
-    for row in res.fault_check["modes"]:
-        check.add_row(row["fault"], row["expected_mode"], str(row["n"]), str(row["hits"]), _pct(row["share"]))
-    clean = res.fault_check["clean"]
-    check.add_row("(none)", "ok", str(clean["n"]), str(clean["hits"]), _pct(clean["share"]))
-    con.print(check)
-
-    if res.tripped_gates:
-        con.print(f"[bold red]Gate tripped:[/bold red] {', '.join(res.tripped_gates)} "
-                  f"(ragtrace compare exit code {res.compare_exit})")
+    con.print(modes_table(res))
+    if res.tripped_gates:  # metric names may be a traced service's own: text, never markup
+        con.print(f"[bold red]Gates tripped[/bold red] (ragtrace compare exit code {res.compare_exit}): "
+                  f"{escape(', '.join(res.tripped_gates))}")
     else:
         con.print(f"No gate tripped (ragtrace compare exit code {res.compare_exit}).")
     if res.deciding_slice:
@@ -451,7 +451,7 @@ def print_summary(res: DemoResult, cfg: DemoConfig) -> None:
     sources = res.audit.get("gold_sources") if isinstance(res.audit, dict) else None
     if isinstance(sources, dict) and sources:
         con.print("Gold from:     " + ", ".join(f"{k} {v}" for k, v in sorted(sources.items()))
-                  + "  (evidence = corpus/evidence.jsonl spans resolved to each release's chunks)")
+                  + "  (corpus/evidence.jsonl, resolved per release)")
     # Paths, URLs and commands are copied from here: printed as they are (a path is not rich markup)
     # and never broken across lines, whatever the terminal's width; the terminal wraps them if it must.
     def say(text: str) -> None:
@@ -460,6 +460,7 @@ def print_summary(res: DemoResult, cfg: DemoConfig) -> None:
     say(f"HTML report:   {res.report_html}")
     say(f"Labels:        {', '.join(str(p) for p in res.labels.values())}")
     say(f"Ground truth:  {res.faults}  (corpus in {res.out / 'corpus'})")
+    say(f"Details:       {res.out / 'demo.log'}  (every step, the full ragtrace compare output; --verbose prints it)")
     say(f"Review queue:  {res.review_url}  (queue '{REVIEW_QUEUE}')")
     say(f"Web view:      {res.collector_url}/traces and {res.collector_url}/dashboard  (same login)")
     say(f"Reviewer token: {res.reviewer_token}")
@@ -467,6 +468,36 @@ def print_summary(res: DemoResult, cfg: DemoConfig) -> None:
     if not cfg.keep_serving:
         say(f"To click through the review queue: ragtrace serve --store {res.store} --port "
             f"{res.collector_url.rsplit(':', 1)[1]}   (or rerun with --keep-serving)")
+
+
+def modes_table(res: DemoResult) -> Any:
+    """Failure modes by release (the audit's labels), each beside the faults injected to cause it and
+    how many of their queries were labelled so; ``ok`` beside the queries no fault touched."""
+    from rich import box
+    from rich.table import Table
+
+    releases = list(res.labels)
+    counts = {rel: dict.fromkeys(FAILURE_MODES, 0) for rel in releases}
+    for rel, path in res.labels.items():
+        for rec in read_label_lines(path):
+            counts[rel][rec.failure_mode.value] += 1
+    table = Table(title="Failure modes by release, beside the faults injected",
+                  title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    table.add_column("failure mode")
+    for rel in releases:
+        table.add_column(rel, justify="right")
+    table.add_column("injected")
+    table.add_column("labelled so", justify="right")
+    for mode in FAILURE_MODES:
+        if mode == "ok":
+            rows = [dict(res.fault_check["clean"], fault="(none)")]
+        else:
+            rows = [row for row in res.fault_check["modes"] if row["expected_mode"] == mode]
+        hits, n = sum(r["hits"] for r in rows), sum(r["n"] for r in rows)
+        injected = ", ".join(r["fault"] for r in rows) or "-"
+        labelled = f"{hits} of {n} ({_pct(hits / n if n else None)})" if rows else "-"
+        table.add_row(mode, *(str(counts[rel][mode]) for rel in releases), injected, labelled)
+    return table
 
 
 def _pct(x: float | None) -> str:
@@ -484,7 +515,10 @@ def demo_main(argv: list[str]) -> int:
     p.add_argument("--port", type=int, default=0, help="collector port (default: a free one)")
     p.add_argument("--keep-serving", action="store_true",
                    help="leave `ragtrace serve` running afterwards for the review UI (Ctrl-C stops it)")
-    p.add_argument("--quiet", action="store_true", help="only the final summary")
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument("--quiet", action="store_true", help="only the final summary")
+    shown.add_argument("--verbose", action="store_true",
+                       help="also the progress and the full `ragtrace compare` output (always in OUT/demo.log)")
     a = p.parse_args(argv)
     if a.docs < 10:
         p.error("--docs must be at least 10 (the comparison needs queries to pair)")
@@ -500,7 +534,7 @@ def demo_main(argv: list[str]) -> int:
     if store.exists() and any(store.iterdir()):
         p.error(f"{store} is not empty: the demo writes a fresh store; give a new --out or --store directory")
     cfg = DemoConfig(out=out, store=a.store, docs=a.docs, seed=a.seed, generator=a.generator, port=a.port,
-                     keep_serving=a.keep_serving, quiet=a.quiet)
+                     keep_serving=a.keep_serving, quiet=a.quiet, verbose=a.verbose)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     def _interrupt(signum: int, frame: object) -> None:
