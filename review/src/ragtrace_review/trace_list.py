@@ -32,13 +32,13 @@ from ragtrace_store import (
     as_utc,
     filter_values,
 )
+from ragtrace_store.listing import GOLD_IN_CONTEXT, SORTS
 from ragtrace_store.manifest_usage import ManifestUse, manifest_uses, stored_manifests
 from ragtrace_store.trace_rows import TraceRow, trace_rows
 
 __all__ = ["SORTS", "ManifestInfo", "TraceListQuery", "TracePage", "TraceRow", "filter_options",
            "list_manifests", "list_traces", "manifest_infos"]
 
-SORTS = ("time", "confidence")
 MAX_LIMIT = 200
 
 
@@ -78,7 +78,7 @@ class TraceListQuery:
             raise ReviewError(f"failure mode {self.mode!r}: use one of {', '.join(FAILURE_MODES)}")
         if self.generation is not None and self.generation not in GENERATION_VERDICTS:
             raise ReviewError(f"generation {self.generation!r}: use one of {', '.join(GENERATION_VERDICTS)}")
-        if self.gold_in_context not in (None, "yes", "no", "unknown"):
+        if self.gold_in_context not in (None, *GOLD_IN_CONTEXT):
             raise ReviewError(f"gold in context {self.gold_in_context!r}: use yes, no or unknown")
         if not 1 <= self.limit <= MAX_LIMIT:
             raise ReviewError(f"limit must be between 1 and {MAX_LIMIT}, got {self.limit}")
