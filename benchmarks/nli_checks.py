@@ -102,7 +102,7 @@ def training_cost(run_dir: Path) -> dict[str, Any] | None:
     pairs = steps * config["batch_size"]
     rate = float(np.median([x["pairs_per_s"] for x in train]))
     return {"run": run_dir.name, "steps": steps, "pairs_seen": pairs, "median_pairs_per_s": round(rate, 1),
-            "cpu_hours_2_cores": round(pairs / rate / 3600 * 2, 2), "epochs": config["epochs"],
+            "wall_hours": round(pairs / rate / 3600, 2), "epochs": config["epochs"],
             "sources": config["sources"]}
 
 
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     cost = report["training_cost"] = training_cost(args.runs_dir / args.run)
     if cost:
         print(f"- training ({cost['run']}): {cost['pairs_seen']} pairs in {cost['steps']} steps, median "
-              f"{cost['median_pairs_per_s']} pairs/s, about {cost['cpu_hours_2_cores']} CPU hours on 2 cores")
+              f"{cost['median_pairs_per_s']} pairs/s, about {cost['wall_hours']} hours of training on this machine")
     report["seconds"] = round(time.perf_counter() - started, 1)
     print(f"elapsed {report['seconds']} s")
     if args.json:
