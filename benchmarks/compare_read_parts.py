@@ -1,14 +1,14 @@
 """Where compare's read of two releases spends its time, beside its floor: the parts that exactness
-and `TraceLabel` objects cost, and the least the path could take with them.
+and `LabelSummary` objects cost, and the least the path could take with them.
 
 `benchmarks/store_scale.py` measures compare's read (``releases_manifests`` then ``load_pair``) against a
 bare SQL floor that reads the paired labels without deduplicating versions and hands Python tuples. This
 takes the same path apart on a store that script kept (``--keep``): the manifests read; the pairing
 query in the engine alone (``FORMAT Null``) and with its rows converted by the driver; Python's part
-(the rest of the path: checking each row and building its `TraceLabel`); and, for scale, building the
-same `TraceLabel` objects from those rows with no check at all (the least any reader returning them
+(the rest of the path: checking each row and building its `LabelSummary`); and, for scale, building the
+same `LabelSummary` objects from those rows with no check at all (the least any reader returning them
 pays). The sum of the manifests, the pairing query with its rows and that least Python is a floor for
-any exact read that returns `TraceLabel` objects; its ratio to the bare floor says how near 2x that
+any exact read that returns `LabelSummary` objects; its ratio to the bare floor says how near 2x that
 read can come without giving up exactness or the objects. Best of ``--runs`` each, alternated.
 
     .venv/bin/python benchmarks/compare_read_parts.py DIR/10000000 [--runs 9]
@@ -44,8 +44,9 @@ class _Capturing:
 
 
 def main() -> None:
-    from ragtrace_evaluator.compare.records import TraceLabel, _checked_label, load_pair, releases_manifests
+    from ragtrace_evaluator.compare.records import load_pair, releases_manifests
     from ragtrace_store import open_store
+    from ragtrace_store.label_summary import LabelSummary, checked_summary
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("store", type=Path, help="a store kept by benchmarks/store_scale.py --keep, e.g. DIR/10000000")
@@ -62,16 +63,17 @@ def main() -> None:
     sql, params = cap.sql, cap.params
     rows = st.query_rows(sql, params)
     paired = [r for r in rows if r[1]]
-    null_sql = sql.replace(" SETTINGS ", " FORMAT Null SETTINGS ", 1)
+    # the same query with its rows thrown away by the engine (before any SETTINGS clause)
+    null_sql = sql.replace(" SETTINGS ", " FORMAT Null SETTINGS ", 1) if " SETTINGS " in sql else sql + " FORMAT Null"
 
-    def least_python() -> list[TraceLabel]:
-        # the same values as the product's labels, set as `_checked_label` sets them, with no check and
+    def least_python() -> list[LabelSummary]:
+        # the same values as the product's labels, set as `checked_summary` sets them, with no check and
         # no conversion but the metrics' parse
         out = []
         for r in paired:
             (manifest, trace_id, query_id, rel, service, mode, in_pool, in_ctx, ranking_ok, verdict, passed, score,
              _refusal, metrics, _incomplete, _valid) = r[2:18]
-            out.append(_checked_label({
+            out.append(checked_summary({
                 "query_id": query_id, "passed": passed, "gold_in_context": in_ctx, "trace_id": trace_id,
                 "release": rel, "service": service, "manifest_id": manifest, "gold_in_pool": in_pool,
                 "ranking_ok": ranking_ok, "verdict": verdict or None, "refusal_justified": None, "score": score,
@@ -84,7 +86,7 @@ def main() -> None:
         ("manifests", "its manifests read", lambda: releases_manifests(st, ["v4", "v5"], tenant=TENANT)),
         ("engine", "load_pair's query, in the engine (FORMAT Null)", lambda: st.command(null_sql, params)),
         ("driver", "load_pair's query, rows converted by the driver", lambda: st.query_rows(sql, params)),
-        ("least", "the least Python: TraceLabels with no checks", least_python),
+        ("least", "the least Python: LabelSummary objects with no checks", least_python),
         ("floor", "the floor (store_scale's)", lambda: _floor_compare(st.query_rows, lab)),
     ]
     best = {key: float("inf") for key, _name, _fn in parts}
@@ -100,7 +102,7 @@ def main() -> None:
     for key, name, _fn in parts:
         print(f"  {name:<52} {ms[key]:8.1f}")
     print(f"  {'Python in the path (the rest of it)':<52} {ms['pair'] - ms['driver']:8.1f}")
-    print(f"path / floor: {path / ms['floor']:.2f}; least exact read with TraceLabels / floor: "
+    print(f"path / floor: {path / ms['floor']:.2f}; least exact read with LabelSummary objects / floor: "
           f"{least / ms['floor']:.2f} ({least:.1f} ms)")
     st.close()
 

@@ -217,10 +217,9 @@ def test_audit_then_compare_end_to_end(chdb_store: Any) -> None:
 
 def test_the_store_read_is_what_the_validated_records_say(chdb_store: Any) -> None:
     """load_release takes from each row only what a comparison uses (columns, and parts of detail the
-    engine extracts); it is the same TraceLabel as validating the whole stored record, for complete,
+    engine extracts); it is the same LabelSummary as validating the whole stored record, for complete,
     abstained, incomplete and generation-less records and a re-labelled trace (newest version)."""
-    from ragtrace_evaluator.compare.records import TraceLabel
-    from ragtrace_store import LabelRecord, read_labels
+    from ragtrace_store import LabelRecord, LabelSummary, read_labels
 
     tenant = f"compare-lean-{uuid.uuid4().hex[:8]}"
     base, _cand = story_records()
@@ -232,7 +231,7 @@ def test_the_store_read_is_what_the_validated_records_say(chdb_store: Any) -> No
     _insert(chdb_store, tenant, [{**base[2], "pass": not base[2]["pass"], "score": 0.125}], release="v1",
             manifest="m-lean")  # a newer version of one trace's label
     (got,) = load_release(chdb_store, "v1", tenant=tenant)
-    want = [TraceLabel.from_record(r) for r in read_labels(chdb_store, tenant=tenant, release="v1")]
+    want = [LabelSummary.from_record(r) for r in read_labels(chdb_store, tenant=tenant, release="v1")]
     assert list(got.labels) == want and len(want) == len(base) + 3
     assert {lab.verdict for lab in got.labels} >= {"abstained", None}
     assert any(lab.refusal_justified is not None for lab in got.labels)

@@ -221,7 +221,7 @@ def test_mixed_manifests_are_refused_unless_forced(tmp_path: Path, capsys: pytes
 @pytest.mark.parametrize("content, message", [
     ('{"query_id": "q1", "gold_in_context": true}\n', "missing 'pass'"),
     ('{"query_id": "q1", "pass": true}\n', "missing 'gold_in_context'"),
-    ('{"query_id": "q1", "gold_in_context": true, "pass": "yes"}\n', "'pass' must be true/false"),
+    ('{"query_id": "q1", "gold_in_context": true, "pass": "yes"}\n', "'pass' must be true or false"),
     ('{"query_id": "q1", "gold_in_context": true, "pass": true, "score": 7}\n', "in [0, 1]"),
     ("not json\n", "not valid JSON"),
 ])

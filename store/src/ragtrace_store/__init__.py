@@ -20,6 +20,7 @@ from ragtrace_store.errors import StoreError, StoreLockedError, not_utf8
 from ragtrace_store.filters import TraceFilter
 from ragtrace_store.gold_spans import GoldSpan, GoldSpanError, read_gold_spans, read_span_lines, write_gold_spans
 from ragtrace_store.json_lines import json_line_values
+from ragtrace_store.label_summary import LabelSummary
 from ragtrace_store.labels import (
     CLAIM_VERDICTS,
     FAILURE_MODES,
@@ -41,7 +42,6 @@ from ragtrace_store.labels import (
     RetrievalRecord,
     ScoreBasis,
     label_row,
-    read_label_columns,
     read_label_lines,
     read_labels,
     write_label_lines,
@@ -60,6 +60,7 @@ from ragtrace_store.listing import (
 from ragtrace_store.migrations import Migration, load_migrations
 from ragtrace_store.paging import CursorError, decode_cursor, encode_cursor
 from ragtrace_store.records import DEFAULT_TENANT, STAGES, DocumentRef, TraceRecord
+from ragtrace_store.release_labels import PairedRelease, paired_labels, release_labels, releases_manifests
 from ragtrace_store.sampling import SAMPLER_VERSION, SAMPLERS, Sample, SamplePlan, SamplingError, sample_traces
 
 __all__ = [
@@ -92,7 +93,9 @@ __all__ = [
     "LabelError",
     "LabelFilter",
     "LabelRecord",
+    "LabelSummary",
     "Migration",
+    "PairedRelease",
     "RankingRecord",
     "RetrievalRecord",
     "Sample",
@@ -120,13 +123,15 @@ __all__ = [
     "load_migrations",
     "not_utf8",
     "open_store",
+    "paired_labels",
     "parse_duration",
     "parse_time_bound",
     "read_gold_spans",
-    "read_label_columns",
     "read_label_lines",
     "read_labels",
     "read_span_lines",
+    "release_labels",
+    "releases_manifests",
     "sample_traces",
     "utc_now",
     "write_gold_spans",

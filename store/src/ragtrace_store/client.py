@@ -29,6 +29,11 @@ _DB_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DISTRIBUTED = re.compile(r"^Distributed\('?([A-Za-z_][A-Za-z0-9_]*)'?\s*,")
 
 
+#: the settings under which ``FINAL`` collapses a key's versions before a WHERE condition applies and
+#: across partitions (both ClickHouse's defaults), pinned for every query of a `Store`
+_FINAL_SETTINGS = {"optimize_move_to_prewhere_if_final": 0, "do_not_merge_across_partitions_select_final": 0}
+
+
 def arrow_table(columns: dict[str, list[Any]], time_columns: frozenset[str] = frozenset()) -> Any:
     """Column lists as an Arrow table; ``time_columns`` hold integer milliseconds (UTC)."""
     import pyarrow as pa
@@ -78,6 +83,10 @@ class Store:
         self._arrow_ok = True
         # clickhouse-connect clients are not safe for concurrent use; chDB even less so.
         self.lock = threading.RLock()
+        # What FINAL returns depends on two settings; a server's profile may change them, so every
+        # query of this store names their defaults (`ragtrace_store.labels.newest_labels_sql` says why).
+        for name, value in _FINAL_SETTINGS.items():
+            self.client.set_client_setting(name, value)
         if variant == "cluster":
             self._read_as_cluster()
 

@@ -54,13 +54,14 @@ from ragtrace_evaluator.compare.modes import (
     transitions,
 )
 from ragtrace_evaluator.compare.movers import Mover, below_threshold, movers_for
-from ragtrace_evaluator.compare.records import CompareError, LabelSet, TraceLabel
+from ragtrace_evaluator.compare.records import CompareError, LabelSet
 from ragtrace_evaluator.compare.surface import (
     DEFAULT_MIN_CHANGE,
     SurfaceGrounding,
     surface_grounding,
     surface_statistics,
 )
+from ragtrace_store import LabelSummary
 
 __all__ = ["DECOMPOSITION_KEYS", "Comparison", "Pairing", "compare", "metric_info", "pair"]
 
@@ -71,8 +72,8 @@ class Pairing:
     """Query ids present in both releases (sorted), and those present in only one."""
 
     query_ids: tuple[str, ...]
-    baseline: tuple[TraceLabel, ...]
-    candidate: tuple[TraceLabel, ...]
+    baseline: tuple[LabelSummary, ...]
+    candidate: tuple[LabelSummary, ...]
     only_baseline: tuple[str, ...]
     only_candidate: tuple[str, ...]
 
@@ -101,7 +102,7 @@ def pair(baseline: LabelSet, candidate: LabelSet) -> Pairing:
     )
 
 
-def _col(labels: Sequence[TraceLabel], get: Any) -> NDArray[np.float64]:
+def _col(labels: Sequence[LabelSummary], get: Any) -> NDArray[np.float64]:
     """One float per label; None → NaN (undefined)."""
     return np.array([np.nan if (v := get(lab)) is None else float(v) for lab in labels], dtype=np.float64)
 
@@ -213,7 +214,7 @@ def _build_statistics(p: Pairing, threshold: float) -> tuple[list[RatioStatistic
     return stats, cells, notes
 
 
-def _gen_level(lab: TraceLabel) -> float:
+def _gen_level(lab: LabelSummary) -> float:
     return {"entailed": 0.0, "neutral": 1.0, "contradicted": 1.0, "abstained": 2.0}.get(lab.verdict or "", -1.0)
 
 

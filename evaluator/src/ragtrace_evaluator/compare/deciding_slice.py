@@ -67,7 +67,7 @@ from numpy.typing import NDArray
 
 from ragtrace_evaluator.compare.bootstrap import BootstrapRun, PairedBootstrapResult, RatioStatistic
 from ragtrace_evaluator.compare.metric_info import SLICE_PREFIX
-from ragtrace_evaluator.compare.records import TraceLabel
+from ragtrace_store import LabelSummary
 
 if TYPE_CHECKING:
     from ragtrace_evaluator.compare.comparison import Pairing
@@ -87,7 +87,7 @@ QUERY_MOVE = 0.5
 PARTS = ("fell", "rose", "unmoved")
 
 
-def _values(labels: Sequence[TraceLabel], use_score: bool) -> NDArray[np.float64]:
+def _values(labels: Sequence[LabelSummary], use_score: bool) -> NDArray[np.float64]:
     if use_score:
         return np.array([np.nan if lab.score is None else float(lab.score) for lab in labels], dtype=np.float64)
     return np.array([float(lab.passed) for lab in labels], dtype=np.float64)

@@ -31,8 +31,8 @@ from numpy.typing import NDArray
 
 from ragtrace_evaluator.compare.bootstrap import BootstrapRun, RatioStatistic, mean_statistic
 from ragtrace_evaluator.compare.metric_info import MODE_PREFIX, metric_info
-from ragtrace_evaluator.compare.records import INCOMPLETE, TraceLabel
-from ragtrace_store import FAILURE_MODES
+from ragtrace_evaluator.compare.records import INCOMPLETE
+from ragtrace_store import FAILURE_MODES, LabelSummary
 
 if TYPE_CHECKING:
     from ragtrace_evaluator.compare.comparison import Pairing
@@ -64,13 +64,13 @@ def mode_levels(p: Pairing) -> tuple[str, ...]:
     return (*FAILURE_MODES, *((INCOMPLETE,) if INCOMPLETE in modes else ()))
 
 
-def _indicator(labels: Sequence[TraceLabel], mode: str) -> NDArray[np.float64]:
+def _indicator(labels: Sequence[LabelSummary], mode: str) -> NDArray[np.float64]:
     """1 where the query has ``mode``, 0 where it has another, NaN where its mode is unknown."""
     return np.array([np.nan if lab.failure_mode is None else float(lab.failure_mode == mode) for lab in labels],
                     dtype=np.float64)
 
 
-def _abstained(labels: Sequence[TraceLabel]) -> NDArray[np.float64]:
+def _abstained(labels: Sequence[LabelSummary]) -> NDArray[np.float64]:
     """1 for an abstention, 0 for another answer, NaN when the answer was not judged (or incomplete)."""
     return np.array([np.nan if lab.verdict is None or lab.failure_mode == INCOMPLETE
                      else float(lab.verdict == ABSTAINED) for lab in labels], dtype=np.float64)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ragtrace_evaluator.compare.records import TraceLabel
+from ragtrace_store import LabelSummary
 
 if TYPE_CHECKING:
     from ragtrace_evaluator.compare.comparison import Pairing
@@ -34,7 +34,7 @@ __all__ = ["BOUNDARIES", "Mover", "below_threshold", "boundary_state", "movers_f
 BOUNDARIES = ("gold_in_context", "ranking", "generation")
 
 
-def _generation_ok(lab: TraceLabel) -> bool | None:
+def _generation_ok(lab: LabelSummary) -> bool | None:
     if lab.verdict is None:
         return None
     if lab.verdict == "abstained":
@@ -42,14 +42,14 @@ def _generation_ok(lab: TraceLabel) -> bool | None:
     return lab.verdict == "entailed"
 
 
-_STATE: dict[str, Callable[[TraceLabel], bool | None]] = {
+_STATE: dict[str, Callable[[LabelSummary], bool | None]] = {
     "gold_in_context": lambda lab: lab.gold_in_context,
     "ranking": lambda lab: lab.ranking_ok,
     "generation": _generation_ok,
 }
 
 
-def boundary_state(boundary: str, lab: TraceLabel) -> bool | None:
+def boundary_state(boundary: str, lab: LabelSummary) -> bool | None:
     """The state of one query at one boundary (None = unknown)."""
     return _STATE[boundary](lab)
 
@@ -104,7 +104,7 @@ def _nan_last(x: float) -> float:
     return x if np.isfinite(x) else 0.0
 
 
-def below_threshold(lab: TraceLabel, threshold: float) -> float:
+def below_threshold(lab: LabelSummary, threshold: float) -> float:
     """1.0 when the query is below the acceptability threshold: its score is below it, or it has no
     score (an abstention, or a harness without scores) and did not pass."""
     if lab.score is not None:
@@ -119,12 +119,12 @@ def movers_for(p: Pairing, threshold: float) -> list[Mover]:
     use_score = any(lab.score is not None for lab in (*p.baseline, *p.candidate))
     value = "score" if use_score else "pass"
 
-    def val(lab: TraceLabel) -> float:
+    def val(lab: LabelSummary) -> float:
         if not use_score:
             return float(lab.passed)
         return float(lab.score) if lab.score is not None else float("nan")
 
-    def below(lab: TraceLabel) -> float:
+    def below(lab: LabelSummary) -> float:
         return below_threshold(lab, threshold)
 
     out: list[Mover] = []

@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 
 from ragtrace_evaluator.compare.bootstrap import BootstrapRun, RatioStatistic, mean_statistic
 from ragtrace_evaluator.compare.metric_info import PAIR_PREFIX
-from ragtrace_evaluator.compare.records import TraceLabel
+from ragtrace_store import LabelSummary
 
 if TYPE_CHECKING:
     from ragtrace_evaluator.compare.comparison import Pairing
@@ -44,7 +44,7 @@ QUADRANTS = ("surface_up_grounding_down", "surface_up_grounding_up", "surface_do
              "surface_down_grounding_down")
 
 
-def _metric(labels: Sequence[TraceLabel], name: str) -> NDArray[np.float64]:
+def _metric(labels: Sequence[LabelSummary], name: str) -> NDArray[np.float64]:
     return np.array([np.nan if (v := lab.metrics.get(name)) is None else float(v) for lab in labels],
                     dtype=np.float64)
 
