@@ -1,7 +1,7 @@
-"""The store answers questions; the packages above it ask them. Review and the CLI hold no SQL:
-no query, command or insert through a `Store`, no table name resolved (``store.table``), no SQL text,
-and none of the store's SQL fragments imported (its invariants, one winning root row per trace and
-the newest label per key, are kept inside the store)."""
+"""The store answers questions; the packages above it ask them. The evaluator, review and the CLI
+hold no SQL: no query, command or insert through a `Store`, no table name resolved (``store.table``),
+no SQL text, and none of the store's SQL fragments imported (its invariants, one winning root row per
+trace and the newest label per key, are kept inside the store)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 #: the packages that ask the store and never write its SQL
-ASKING = {"ragtrace_review": ROOT / "review" / "src" / "ragtrace_review",
+ASKING = {"ragtrace_evaluator": ROOT / "evaluator" / "src" / "ragtrace_evaluator",
+          "ragtrace_review": ROOT / "review" / "src" / "ragtrace_review",
           "ragtrace_cli": ROOT / "cli" / "src" / "ragtrace_cli"}
 #: a `Store`'s methods that take SQL or a table name
 SQL_METHODS = frozenset({"query_rows", "command", "insert", "insert_columns", "insert_arrow", "table", "local_table"})

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ragtrace_evaluator.audit.failure_modes import FORMULA_VERSION
-from ragtrace_store import utc_now
+from ragtrace_store.manifest_usage import save_manifest, stored_manifests
 
 MANIFEST_VERSION = 1
 
@@ -75,14 +75,14 @@ def manifest_id(manifest: dict[str, Any]) -> str:
 
 
 def store_manifest(store: Any, manifest: dict[str, Any]) -> str:
-    """Write the manifest into the ``manifests`` table (idempotent: ReplacingMergeTree by id)."""
+    """Write the manifest into the store (`ragtrace_store.manifest_usage.save_manifest`: idempotent);
+    returns its id."""
     mid = manifest_id(manifest)
-    store.insert("manifests", [(mid, canonical_json(manifest), utc_now())],
-                 ["manifest_id", "manifest", "created_at"])
+    save_manifest(store, mid, canonical_json(manifest))
     return mid
 
 
 def load_manifest(store: Any, mid: str) -> dict[str, Any] | None:
-    rows = store.query_rows(
-        f"SELECT manifest FROM {store.table('manifests')} FINAL WHERE manifest_id = {{mid:String}}", {"mid": mid})
-    return json.loads(rows[0][0]) if rows else None
+    """The stored manifest of this id, None when none is stored."""
+    found = stored_manifests(store, [mid]).get(mid)
+    return None if found is None else found.manifest

@@ -9,7 +9,7 @@ rule `read_traces` applies too.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -18,7 +18,7 @@ from ragtrace_store.clock import utc_now
 if TYPE_CHECKING:
     from ragtrace_store.client import Store
 
-__all__ = ["GoldDoc", "GoldJudgement", "add_gold_judgements", "trace_gold"]
+__all__ = ["GoldDoc", "GoldJudgement", "add_gold_judgements", "trace_gold", "traces_with_own_gold"]
 
 #: rows written in one insert (a large qrels file is written in parts)
 _BATCH = 50_000
@@ -67,3 +67,17 @@ def trace_gold(store: Store, *, tenant: str, trace_id: str, query_id: str = "") 
     # gold keyed by this trace wins over gold keyed by its query id
     by_trace = [r for r in rows if r[0]]
     return [GoldDoc(str(d), int(rel), str(src)) for _, d, rel, src in (by_trace or rows)]
+
+
+def traces_with_own_gold(store: Store, *, tenant: str, trace_ids: Sequence[str]) -> set[str]:
+    """Which of these traces have relevant gold keyed by their own trace id (the gold `read_traces`
+    prefers to their query id's); the others' gold, if any, is their query id's."""
+    if not trace_ids:
+        return set()
+    rows = store.query_rows(
+        # the newest judgement of each key decides (as in read_traces), then only relevant ones
+        "SELECT DISTINCT trace_id FROM (SELECT trace_id, argMax(relevance, added_at) AS rel "
+        f"FROM {store.table('gold')} WHERE tenant = {{tenant:String}} AND trace_id IN {{ids:Array(String)}} "
+        "GROUP BY source, query_id, trace_id, doc_id) WHERE rel > 0",
+        {"tenant": tenant, "ids": list(trace_ids)})
+    return {str(r[0]) for r in rows}

@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ragtrace_store.clock import as_utc
+from ragtrace_store.clock import as_utc, utc_now
 from ragtrace_store.labels import newest_labels_sql
 
 if TYPE_CHECKING:
     from ragtrace_store.client import Store
 
-__all__ = ["ManifestUse", "latest_manifest", "manifest_uses", "other_manifest_modes", "stored_manifests"]
+__all__ = ["ManifestUse", "latest_manifest", "manifest_uses", "other_manifest_modes", "save_manifest",
+           "stored_manifests"]
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,12 @@ def manifest_uses(store: Store, tenant: str) -> list[ManifestUse]:
         "GROUP BY manifest_id) AS m ON m.manifest_id = l.manifest_id ORDER BY l.at DESC, l.manifest_id",
         {"tenant": tenant})
     return [ManifestUse(str(m), int(n), as_utc(at) if at else None, _parsed(text)) for m, n, at, text in rows]
+
+
+def save_manifest(store: Store, manifest_id: str, manifest: str) -> None:
+    """Store a manifest's text under its id (``manifests`` is a ReplacingMergeTree by id: saving one
+    again is harmless)."""
+    store.insert("manifests", [(manifest_id, manifest, utc_now())], ["manifest_id", "manifest", "created_at"])
 
 
 def stored_manifests(store: Store, manifest_ids: Sequence[str]) -> dict[str, ManifestUse]:

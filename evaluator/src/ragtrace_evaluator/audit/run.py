@@ -51,6 +51,7 @@ from ragtrace_store import (
     write_labels,
 )
 from ragtrace_store import label_row as store_label_row
+from ragtrace_store.gold_judgements import traces_with_own_gold
 
 STAGES = ("retrieval", "all")
 
@@ -134,16 +135,7 @@ def gold_sources(store: Any, tenant: str, records: Sequence[Any]) -> dict[str, G
     Mirrors `Store.read_traces`, which prefers trace-keyed gold over query-keyed gold.
     """
     ids = [r.trace_id for r in records if r.gold_ids]
-    if not ids:
-        return {}
-    rows = store.query_rows(
-        # the newest judgement of each gold row decides (as in read_traces), then only relevant ones
-        "SELECT DISTINCT trace_id FROM (SELECT trace_id, argMax(relevance, added_at) AS rel "
-        f"FROM {store.table('gold')} WHERE tenant = {{tenant:String}} AND trace_id IN {{ids:Array(String)}} "
-        "GROUP BY source, query_id, trace_id, doc_id) WHERE rel > 0",
-        {"tenant": tenant, "ids": ids},
-    )
-    by_trace = {r[0] for r in rows}
+    by_trace = traces_with_own_gold(store, tenant=tenant, trace_ids=ids)
     return {t: (GoldSource.SPAN if t in by_trace else GoldSource.QRELS) for t in ids}
 
 
