@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# the traces are built with tests/otlp_builders.py: the repository root on the path, as pytest has it
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "hotpotqa-dev500" / "dev_subsampled.jsonl"
 
