@@ -19,7 +19,9 @@
 //                     status_message, events_or_None, other_attributes, ordinal_or_None,
 //                     dropped_attributes_count)
 //       ordinal: the span's index when it has document attributes, for verify() and documents()
-//   request.verify(ordinal) -> bool    # assemble.hashes_match: every claimed content hash is its text's
+//   request.verify(ordinal, tenant) -> bool  # assemble.hashes_match: every claimed content hash is its text's
+//   verified_cache(max_bytes) -> None  # bound (and empty) the texts proven to hash to their hash
+//   verified_cache_stats() -> (entries, bytes, hits, hashed)
 //   request.documents(plan, tenant, written) -> (documents columns, passages columns, nbytes)
 //       plan: [(ordinal, trace_id_hex, span_id_hex, start_ms, top_k_or_None, truncating), ...]
 
@@ -32,6 +34,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -580,7 +583,10 @@ struct Request {
   std::vector<const Span*>* spans;  // flattened, in request order
   std::vector<std::vector<DocAttr>>* docs;             // per span: its document attributes
   std::vector<std::vector<const KeyValue*>>* others;  // per span: the rest
-  std::unordered_map<std::string, std::string>* verified;  // verify(): content hash -> its checked text
+  // verify(): content hash -> its checked text, in this request (views into the message, or into
+  // `verify_owned` for texts converted from other value types)
+  std::unordered_map<std::string_view, std::string_view>* verified;
+  Owned* verify_owned;
 };
 
 void request_dealloc(Request* self) {
@@ -589,6 +595,7 @@ void request_dealloc(Request* self) {
   delete self->docs;
   delete self->others;
   delete self->verified;
+  delete self->verify_owned;
   delete self->arena;  // frees the message and any further blocks
   Py_END_ALLOW_THREADS
   give_block(self->block);
@@ -774,42 +781,112 @@ int sha256_is(std::string_view text, std::string_view claimed) {
   return std::string_view(p, static_cast<size_t>(n)) == claimed;
 }
 
+// Texts proven to hash to their content hash, across requests, per tenant: production sends the
+// same passages again and again (a corpus is retrieved from many times), so a passage checked once
+// is compared byte for byte with the text it was proven with instead of hashed again. Equal bytes
+// hash alike, so the check is exactly as strict; a text that differs from the proven one cannot
+// hash to the same sha256 and is refused as before. Bounded by `max_bytes` (texts, keys and an
+// estimate of the bookkeeping), least recently used first out. Guarded by the GIL: verify() holds
+// it, except inside hashlib (which lets it go for long texts), and no pointer into the cache is
+// kept across that call.
+struct VerifiedTexts {
+  struct Entry {
+    std::string text;
+    std::list<std::string>::iterator key;  // its node in `order`, which owns the key's bytes
+  };
+  std::list<std::string> order;                        // keys (tenant \0 hash), least recently used first
+  std::unordered_map<std::string_view, Entry> by_key;  // keys are views of `order`'s strings
+  size_t bytes = 0, max_bytes = 0;
+  unsigned long long hits = 0, hashed = 0;
+  std::string probe;  // the key being looked up (reused: no allocation per lookup)
+
+  static size_t cost(size_t key, size_t text) { return key + text + 160; }  // + list node, map node
+
+  std::string_view key_of(std::string_view tenant, std::string_view hash) {
+    probe.assign(tenant);
+    probe.push_back('\0');
+    probe.append(hash);
+    return probe;
+  }
+  // The proven text of `hash` for `tenant`, or nullptr; a hit becomes the most recently used.
+  const std::string* find(std::string_view tenant, std::string_view hash) {
+    auto it = by_key.find(key_of(tenant, hash));
+    if (it == by_key.end()) return nullptr;
+    order.splice(order.end(), order, it->second.key);
+    return &it->second.text;
+  }
+  void add(std::string_view tenant, std::string_view hash, std::string_view text) {
+    std::string_view key = key_of(tenant, hash);
+    size_t c = cost(key.size(), text.size());
+    if (c > max_bytes / 4 || by_key.count(key)) return;  // no one text takes over the cache
+    while (bytes + c > max_bytes && !order.empty()) {
+      auto oldest = by_key.find(std::string_view(order.front()));
+      bytes -= cost(order.front().size(), oldest->second.text.size());
+      by_key.erase(oldest);
+      order.pop_front();
+    }
+    order.emplace_back(key);
+    by_key.emplace(std::string_view(order.back()), Entry{std::string(text), std::prev(order.end())});
+    bytes += c;
+  }
+  void reset(size_t limit) {
+    by_key.clear();
+    order.clear();
+    bytes = 0;
+    max_bytes = limit;
+    hits = hashed = 0;
+  }
+};
+VerifiedTexts g_verified;
+
 // assemble.hashes_match for one span (the GIL is held): every document with text and a claimed
-// content hash must hash to it. A hash checked once in this request is compared, not hashed again.
-PyObject* request_verify(Request* self, PyObject* arg) {
-  Py_ssize_t ordinal = PyLong_AsSsize_t(arg);
-  if (ordinal == -1 && PyErr_Occurred()) return nullptr;
+// content hash must hash to it. A hash checked once in this request, or proven for this tenant in
+// an earlier one (`g_verified`), is compared with the text it was proven with, not hashed again.
+PyObject* request_verify(Request* self, PyObject* args) {
+  Py_ssize_t ordinal;
+  const char* tenant_p = "";
+  Py_ssize_t tenant_n = 0;
+  if (!PyArg_ParseTuple(args, "n|s#", &ordinal, &tenant_p, &tenant_n)) return nullptr;
+  std::string_view tenant(tenant_p, static_cast<size_t>(tenant_n));
   if (ordinal < 0 || static_cast<size_t>(ordinal) >= self->spans->size()) {
     PyErr_SetString(PyExc_IndexError, "span ordinal out of range");
     return nullptr;
   }
-  Owned owned;
   PyAccess py{true};
   SpanDocuments d;
-  if (!read_documents((*self->docs)[ordinal], &owned, &d, &py)) return nullptr;
+  // views into the message, or into verify_owned (values of other types as text): both live as
+  // long as the request, so `verified` can keep them
+  if (!read_documents((*self->docs)[ordinal], self->verify_owned, &d, &py)) return nullptr;
   for (size_t i = 0; i < d.hashes.size(); ++i) {
     std::string_view chash = d.hashes.values[i];
     const AnyValue* const* ref = d.contents.get(d.hashes.slots[i]);
     if (chash.empty() || !ref) continue;
     std::string_view content;
-    if (!as_text(**ref, &owned, &content, &py)) return nullptr;
+    if (!as_text(**ref, self->verify_owned, &content, &py)) return nullptr;
     if (content.empty()) continue;
-    auto known = self->verified->find(std::string(chash));
+    auto known = self->verified->find(chash);
     if (known != self->verified->end()) {
       if (known->second != content) Py_RETURN_FALSE;
       continue;
     }
-    int same = sha256_is(content, chash);
-    if (same < 0) return nullptr;
-    if (!same) Py_RETURN_FALSE;
-    self->verified->emplace(std::string(chash), std::string(content));
+    if (const std::string* proven = g_verified.find(tenant, chash)) {
+      if (*proven != content) Py_RETURN_FALSE;  // not the text that hashes to it: cannot hash to it
+      ++g_verified.hits;
+    } else {
+      int same = sha256_is(content, chash);
+      if (same < 0) return nullptr;
+      if (!same) Py_RETURN_FALSE;
+      ++g_verified.hashed;
+      g_verified.add(tenant, chash, content);
+    }
+    self->verified->emplace(chash, content);
   }
   Py_RETURN_TRUE;
 }
 
 PyMethodDef request_methods[] = {
-    {"verify", reinterpret_cast<PyCFunction>(request_verify), METH_O,
-     "verify(ordinal) -> whether every claimed content hash of that span's documents is its text's"},
+    {"verify", reinterpret_cast<PyCFunction>(request_verify), METH_VARARGS,
+     "verify(ordinal, tenant='') -> whether every claimed content hash of that span's documents is its text's"},
     {"spans", reinterpret_cast<PyCFunction>(request_spans), METH_NOARGS,
      "[(resource attributes, [span tuple, ...]), ...] (see otlp_walk.cc)"},
     {"documents", reinterpret_cast<PyCFunction>(request_documents), METH_VARARGS,
@@ -877,7 +954,8 @@ PyObject* parse(PyObject*, PyObject* arg) {
   self->spans = spans;
   self->docs = docs;
   self->others = others;
-  self->verified = new std::unordered_map<std::string, std::string>();
+  self->verified = new std::unordered_map<std::string_view, std::string_view>();
+  self->verify_owned = new Owned();
   return reinterpret_cast<PyObject*>(self);
 }
 
@@ -915,7 +993,27 @@ PyObject* configure(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 
+PyObject* verified_cache(PyObject*, PyObject* arg) {
+  Py_ssize_t n = PyLong_AsSsize_t(arg);
+  if (n == -1 && PyErr_Occurred()) return nullptr;
+  if (n < 0) {
+    PyErr_SetString(PyExc_ValueError, "verified_cache(max_bytes): max_bytes must be >= 0");
+    return nullptr;
+  }
+  g_verified.reset(static_cast<size_t>(n));
+  Py_RETURN_NONE;
+}
+
+PyObject* verified_cache_stats(PyObject*, PyObject*) {
+  return Py_BuildValue("(nnKK)", static_cast<Py_ssize_t>(g_verified.by_key.size()),
+                       static_cast<Py_ssize_t>(g_verified.bytes), g_verified.hits, g_verified.hashed);
+}
+
 PyMethodDef methods[] = {
+    {"verified_cache", verified_cache, METH_O,
+     "verified_cache(max_bytes): empty the texts proven to hash to their content hash and bound them (0: none)"},
+    {"verified_cache_stats", verified_cache_stats, METH_NOARGS,
+     "(entries, bytes, texts compared with a proven one, texts hashed) since verified_cache()"},
     {"parse", parse, METH_O, "Parse an OTLP ExportTraceServiceRequest body (ParseError if invalid)."},
     {"configure", configure, METH_VARARGS, "Set the document attribute names (from ragtrace.semconv)."},
     {nullptr, nullptr, 0, nullptr}};

@@ -24,6 +24,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from ragtrace_collector import assemble as A
 from ragtrace_collector.assemble import COLUMNS, Rows
 
+#: Bound of the passages the native walk has proven to hash to their content hash (per tenant,
+#: across requests; least recently used out): a passage sent again is compared byte for byte with
+#: the proven text instead of hashed again (issue 35: hashing every passage of every request again
+#: was a tenth of the collector's instructions per trace). Held beyond --max-inflight-bytes, like
+#: the engine's caches; each ingest worker process has its own.
+VERIFIED_TEXT_BYTES = 32 * 1024 * 1024
+
 _otlp_native: Any
 try:
     _otlp_native = importlib.import_module("ragtrace_collector._otlp_native")
@@ -36,6 +43,11 @@ else:
         _otlp_native = None
         UNAVAILABLE = ("the built module predates the content-hash check (no Request.verify); rebuild it with "
                        "`.venv/bin/python collector/native/build.py` (make does)")
+    elif not hasattr(_otlp_native, "verified_cache"):
+        # built before texts proven once were remembered: its verify() takes no tenant
+        _otlp_native = None
+        UNAVAILABLE = ("the built module predates the cache of verified passages (no verified_cache); rebuild it "
+                       "with `.venv/bin/python collector/native/build.py` (make does)")
 if _otlp_native is not None:
     UNAVAILABLE = ""
     _otlp_native.configure(
@@ -44,6 +56,7 @@ if _otlp_native is not None:
         A.value_text, lambda text: hashlib.sha256(text.encode("utf-8")).hexdigest())
     # the C++ side hard-codes the field codes' order (id, score, content, metadata, hash)
     assert (A.F_ID, A.F_SCORE, A.F_CONTENT, A.F_META, A.F_HASH) == (0, 1, 2, 3, 4)
+    _otlp_native.verified_cache(VERIFIED_TEXT_BYTES)
 
 _TIMESTAMP = pa.timestamp("ms", tz="UTC")
 
@@ -87,7 +100,8 @@ def assemble_body(body: bytes, tenant: str, received_ms: int,
         return 0  # counted below, with the rows
 
     def hashes_ok(ordinal: Any, other: dict[str, Any]) -> bool:
-        return A.document_options(other)[1] or bool(request.verify(ordinal))  # as assemble.hashes_match
+        # as assemble.hashes_match; texts proven for this tenant before are compared, not hashed
+        return A.document_options(other)[1] or bool(request.verify(ordinal, tenant))
 
     A.assemble_spans(rows, request.spans(), tenant, received_ms, on_documents, hashes_ok)
     if plan:
