@@ -56,7 +56,12 @@ import httpx
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from ragtrace_collector.assemble import COLUMNS, TIME_COLUMNS, assemble
-from tests import otlp_builders as T
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: `tests` (the OTLP request builders) is importable from the root
+    sys.path.insert(0, str(ROOT))
+
+from tests import otlp_builders as T  # noqa: E402
 
 RAGTRACE = str(Path(sys.executable).with_name("ragtrace"))
 PB = {"content-type": "application/x-protobuf"}
