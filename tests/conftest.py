@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `make test` runs two xdist workers on two cores: one intra-op thread each (torch, and the
+    # child processes the tests start), or the spinning thread pools of both workers fight for the
+    # same cores (tiny models ran ~5x slower that way, see tests/labellers/test_relevance_correlation.py)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 @pytest.fixture(scope="session")
@@ -50,5 +57,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     from tests.browser import CHROMIUM, MISSING
 
     n = sum(1 for item in items if item.get_closest_marker("browser"))
-    if n and not config.option.collectonly and not CHROMIUM.exists():
-        raise pytest.UsageError(MISSING.format(n=n, path=CHROMIUM))
+    if not n or config.option.collectonly or CHROMIUM.exists():
+        return
+    missing = MISSING.format(n=n, path=CHROMIUM)
+    workeroutput = getattr(config, "workeroutput", None)
+    if workeroutput is None:
+        raise pytest.UsageError(missing)
+    # An xdist worker (`pytest -n`): an error raised here reads as a crashed worker, so the worker
+    # runs nothing and hands the message to the controller, which stops the run with it (below).
+    workeroutput["missing_browser"] = missing
+    items.clear()
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook, called in the controller as a worker ends
+def pytest_testnodedown(node: Any, error: object) -> None:
+    missing = getattr(node, "workeroutput", {}).get("missing_browser")
+    if missing:
+        raise pytest.UsageError(missing)

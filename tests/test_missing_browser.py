@@ -4,6 +4,7 @@ file that does not exist: the real one is installed on every machine that runs t
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -37,3 +38,21 @@ def test_leaving_the_browser_tests_out_runs_the_rest() -> None:
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
     assert "1 passed" in out and "skipped" not in out, out
+
+
+def test_under_xdist_workers_it_is_the_same_one_error(tmp_path: Path) -> None:
+    # `make test` runs the suite on two xdist workers, each a process of its own: the browser path is
+    # replaced by a plugin (`-p`), which every worker loads, and the run still stops with one error
+    (tmp_path / "no_chromium.py").write_text(
+        "import pathlib\nimport tests.browser as b\n\nb.CHROMIUM = pathlib.Path('/nonexistent/chromium')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(tmp_path), os.environ.get("PYTHONPATH"))))}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no_chromium",
+                           "-n", "2", MODULE, *BOTH], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+                          check=False)
+    out = done.stdout + done.stderr
+    assert done.returncode == 4, out
+    errors = [line for line in out.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 1, out
+    assert "1 browser test(s)" in errors[0] and "/nonexistent/chromium" in errors[0], errors
+    assert "INTERNALERROR" not in out and "crashed" not in out, out
+    assert "passed" not in out and "failed" not in out and "skipped" not in out, out
