@@ -104,7 +104,7 @@ def test_the_span_file_format_and_its_errors(tmp_path: Path) -> None:
         bad = tmp_path / "bad.jsonl"
         bad.write_text('{"query_id": "q0", "source_id": "d1", "start": 0, "end": 1}\n' + line + "\n",
                        encoding="utf-8")
-        with pytest.raises(GoldSpanError, match="bad.jsonl:2: ") as exc:
+        with pytest.raises(GoldSpanError, match=r"bad\.jsonl:2: ") as exc:
             read_span_lines(bad)
         assert message in str(exc.value) and '"source_id"' in str(exc.value)
 
