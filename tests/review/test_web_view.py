@@ -22,9 +22,9 @@ from fastapi.testclient import TestClient
 from ragtrace_review import auth
 from ragtrace_review.agreement import wilson
 from ragtrace_review.errors import ReviewError
+from ragtrace_review.explorer.series import dashboard_series
+from ragtrace_review.explorer.trace_list import TraceListQuery, list_traces
 from ragtrace_review.queues import enqueue, get_item, list_decisions, list_items, queue_names
-from ragtrace_review.series import dashboard_series
-from ragtrace_review.trace_list import TraceListQuery, list_traces
 from ragtrace_review.web import SESSION_COOKIE, mount
 from ragtrace_store import FAILURE_MODES, LABEL_COLUMNS, LabelRecord, Store, label_row
 from ragtrace_store.compare_reports import latest_compare_report, save_compare_report

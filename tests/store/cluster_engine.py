@@ -90,9 +90,9 @@ def main(where: Path) -> None:
     from ragtrace_evaluator.audit.run import run_audit
     from ragtrace_evaluator.compare.records import load_pair, releases_manifests
     from ragtrace_review.auth import add_reviewer
+    from ragtrace_review.explorer.series import dashboard_series
+    from ragtrace_review.explorer.trace_list import TraceListQuery, list_traces
     from ragtrace_review.queues import enqueue, get_item, next_item, progress, record_decision
-    from ragtrace_review.series import dashboard_series
-    from ragtrace_review.trace_list import TraceListQuery, list_traces
     from ragtrace_store import SamplePlan, Store, TraceFilter, count_traces, read_labels, sample_traces
 
     where.mkdir(parents=True, exist_ok=True)

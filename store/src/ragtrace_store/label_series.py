@@ -4,7 +4,7 @@ say each failure mode, incomplete, abstained, gold in context, and the groundedn
 The engine aggregates in one GROUP BY over the newest version of each trace's label (decided per
 key without ``FINAL``: `ragtrace_store.labels.newest_labels_sql`); release, service and time
 filter that version. The counts carry their denominators, never rates: the dashboard
-(`ragtrace_review.series`) turns them into rates with intervals.
+(`ragtrace_review.explorer.series`) turns them into rates with intervals.
 """
 
 from __future__ import annotations

@@ -2,30 +2,31 @@
 release over days (or hours), and the latest saved comparison's gates.
 
 Same login, tenant and Content-Security-Policy as ``/review``. Numbers come from
-`ragtrace_review.series` (n and a 95% interval for every point), charts from
-`ragtrace_review.svgplot`; each point links to ``/traces`` filtered to the traces behind it.
+`ragtrace_review.explorer.series` (n and a 95% interval for every point), charts from
+`ragtrace_review.explorer.svgplot`; each point links to ``/traces`` filtered to the traces behind it.
 """
 
-# No `from __future__ import annotations`: FastAPI resolves the dependency annotations defined
-# inside `mount` at runtime (see web.py).
+from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from markupsafe import Markup
 
-from ragtrace_review import auth
+from ragtrace_review.deps import RendererDep, SessionDep, StoreDep
 from ragtrace_review.errors import ReviewError
-from ragtrace_review.pages import DASHBOARD, TRACES, Pages, blank, check_manifest, time_window, url
-from ragtrace_review.series import BUCKETS, Bucket, Mean, Rate, Series, dashboard_series
-from ragtrace_review.svgplot import Line, Point, chart, nice_top
-from ragtrace_review.trace_list import filter_options, list_manifests, utc_iso
-from ragtrace_store import FAILURE_MODES, Store
+from ragtrace_review.explorer.filters import blank, check_manifest, time_window
+from ragtrace_review.explorer.series import BUCKETS, Bucket, Mean, Rate, Series, dashboard_series
+from ragtrace_review.explorer.svgplot import Line, Point, chart, nice_top
+from ragtrace_review.explorer.trace_list import filter_options, list_manifests, utc_iso
+from ragtrace_review.links import DASHBOARD, TRACES, url
+from ragtrace_store import FAILURE_MODES
 from ragtrace_store.compare_reports import latest_compare_report
+
+__all__ = ["Panel", "panels", "router"]
 
 #: colours of the releases, in order of first appearance (review.css: .series-0 ... .series-7)
 N_COLOURS = 8
@@ -117,40 +118,38 @@ def panels(series: Series, link: Callable[..., str]) -> list[Panel]:
     return out
 
 
-def mount(app: FastAPI, pages: Pages) -> None:
-    """Add ``/dashboard`` to ``app``."""
-    StoreDep = Annotated[Store, Depends(pages.get_store)]
-    SessionDep = Annotated[auth.Session, Depends(pages.current)]
+router = APIRouter(include_in_schema=False)
 
-    @app.get(DASHBOARD, include_in_schema=False)
-    def dashboard_page(request: Request, session: SessionDep, store: StoreDep) -> Response:
-        tenant = session.reviewer.tenant
-        raw = {k: blank(request.query_params.get(k))
-               for k in ("release", "service", "since", "until", "bucket", "manifest")}
-        manifests = list_manifests(store, tenant)
-        manifest = raw["manifest"] or (manifests[0].manifest_id if manifests else None)
-        error, series = None, None
-        since: datetime | None = None
-        until: datetime | None = None
-        try:
-            check_manifest(raw["manifest"], [m.manifest_id for m in manifests])
-            since, until = time_window(raw["since"], raw["until"])
-            series = dashboard_series(store, tenant=tenant, manifest_id=manifest, release=raw["release"],
-                                      service=raw["service"], since=since, until=until,
-                                      bucket=raw["bucket"] or "auto")
-        except (ReviewError, ValueError) as exc:
-            error = str(exc)
 
-        def link(b: Bucket, **filters: str) -> str:
-            # the point's own window, clipped to the dashboard's, so the list holds exactly its traces
-            lo = max(b.start, since) if since else b.start
-            hi = min(b.end, until) if until else b.end
-            return url(TRACES, {"release": b.release, "service": raw["service"], "since": utc_iso(lo),
-                                "until": utc_iso(hi), "manifest": manifest, **filters})
+@router.get(DASHBOARD)
+def dashboard_page(request: Request, session: SessionDep, store: StoreDep, renderer: RendererDep) -> Response:
+    tenant = session.reviewer.tenant
+    raw = {k: blank(request.query_params.get(k))
+           for k in ("release", "service", "since", "until", "bucket", "manifest")}
+    manifests = list_manifests(store, tenant)
+    manifest = raw["manifest"] or (manifests[0].manifest_id if manifests else None)
+    error, series = None, None
+    since: datetime | None = None
+    until: datetime | None = None
+    try:
+        check_manifest(raw["manifest"], [m.manifest_id for m in manifests])
+        since, until = time_window(raw["since"], raw["until"])
+        series = dashboard_series(store, tenant=tenant, manifest_id=manifest, release=raw["release"],
+                                  service=raw["service"], since=since, until=until,
+                                  bucket=raw["bucket"] or "auto")
+    except (ReviewError, ValueError) as exc:
+        error = str(exc)
 
-        return pages.page(
-            "dashboard.html", session, 400 if error else 200, error=error, series=series,
-            panels=panels(series, link) if series and series.buckets else [], params=raw,
-            manifests=manifests, manifest=manifest, options=filter_options(store, tenant), buckets=BUCKETS,
-            compare=latest_compare_report(store, tenant=tenant), n_colours=N_COLOURS, modes=FAILURE_MODES,
-            pct=_pct)
+    def link(b: Bucket, **filters: str) -> str:
+        # the point's own window, clipped to the dashboard's, so the list holds exactly its traces
+        lo = max(b.start, since) if since else b.start
+        hi = min(b.end, until) if until else b.end
+        return url(TRACES, {"release": b.release, "service": raw["service"], "since": utc_iso(lo),
+                            "until": utc_iso(hi), "manifest": manifest, **filters})
+
+    return renderer.page(
+        "dashboard.html", session, 400 if error else 200, error=error, series=series,
+        panels=panels(series, link) if series and series.buckets else [], params=raw,
+        manifests=manifests, manifest=manifest, options=filter_options(store, tenant), buckets=BUCKETS,
+        compare=latest_compare_report(store, tenant=tenant), n_colours=N_COLOURS, modes=FAILURE_MODES,
+        pct=_pct)

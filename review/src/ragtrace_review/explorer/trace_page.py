@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ragtrace_review.explorer.trace_list import ManifestInfo, manifest_infos
 from ragtrace_review.queues import Decision, decisions_for_trace, queue_names
-from ragtrace_review.trace_list import ManifestInfo, manifest_infos
 from ragtrace_review.view import ItemView, trace_view
 from ragtrace_store import LabelError, LabelRecord, Store, TraceRecord, read_labels
 from ragtrace_store.feedback import Feedback, trace_feedback
