@@ -89,6 +89,17 @@ def schema_differences(store: Any, single: Sequence[str], cluster: Sequence[str]
                 else:
                     dist_columns.setdefault(table, []).extend(columns)
                 continue
+            if sql.startswith(f"INSERT INTO {cdb}."):
+                continue  # a backfill: rows, through the Distributed tables; nothing of the schema
+            if sql.startswith("CREATE MATERIALIZED VIEW IF NOT EXISTS "):
+                if f" ON CLUSTER {CLUSTER} " not in sql:
+                    problems.append(f"no ON CLUSTER: {sql[:80]}")
+                view = re.match(r"CREATE MATERIALIZED VIEW IF NOT EXISTS \w+\.(\w+)", sql).group(1)  # type: ignore[union-attr]
+                try:  # the engine's refusal (a target it cannot find here: not a local table) is the finding
+                    store.command(sql.replace(f" ON CLUSTER {CLUSTER}", ""))
+                except Exception as exc:
+                    problems.append(f"{view.removesuffix('_local')}: the clustered view does not run: {str(exc)[:120]}")
+                continue
             if not sql.startswith("CREATE TABLE IF NOT EXISTS "):
                 problems.append(f"not an idempotent CREATE TABLE: {sql[:80]}")
                 continue
@@ -118,6 +129,11 @@ def schema_differences(store: Any, single: Sequence[str], cluster: Sequence[str]
                 out[c[0]]["columns"].append(tuple(c[1:]))
             for name, spec in out.items():  # the table's own name is the one thing allowed to differ
                 spec["create_table_query"] = spec["create_table_query"].replace(f"{db}.{name} ", "<table> ")
+                if spec["engine"] == "MaterializedView":
+                    # and a view's tables: the clustered one reads and writes the local tables
+                    query = spec["create_table_query"].replace(f"{db}.", "<db>.")
+                    spec["tables"] = re.findall(r"<db>\.(\w+)", query)
+                    spec["create_table_query"] = re.sub(r"(<db>\.\w+)_local\b", r"\1", query)
             return out
 
         s_tables, c_tables = tables(sdb), tables(cdb)
@@ -132,6 +148,10 @@ def schema_differences(store: Any, single: Sequence[str], cluster: Sequence[str]
             for field in _TABLE:
                 if spec[field] != twin[field]:
                     problems.append(f"{name}: {field} differs: {spec[field]!r} vs {twin[field]!r}")
+            if spec["engine"] == "MaterializedView":  # on every node, over its local tables; nothing on top
+                if not all(t.endswith("_local") for t in twin["tables"]):
+                    problems.append(f"{name}: the clustered view reads or writes {twin['tables']}, not local tables")
+                continue
             dist = distributed.get(name)
             if dist is None:
                 problems.append(f"{name}: no Distributed table")
@@ -237,6 +257,7 @@ def test_sharding_keys_and_replication_paths_are_unchanged() -> None:
         "gold": "cityHash64(query_id, trace_id)", "feedback": by_trace, "manifests": "cityHash64(manifest_id)",
         "labels": by_trace, "reference_answers": "cityHash64(query_id, trace_id)",
         "gold_spans": "cityHash64(query_id)",
+        **{t: by_trace for t in ("query_roots", "stage_traces", "other_roots")},
         **{t: "cityHash64(tenant)" for t in ("reviewers", "review_sessions", "review_queues", "review_items",
                                              "review_assignments", "review_decisions", "compare_reports")},
     }
@@ -258,7 +279,8 @@ def test_generation_is_deterministic_and_idempotent(chdb_store: Any) -> None:
     assert printed("1") == printed("2")  # across processes too, whatever the hash seed
     for stmt in (s for m in first for s in m.statements):
         assert _one_line(chdb_store, stmt.replace("{db}", "ragtrace").replace("{cluster}", CLUSTER)).startswith(
-            ("CREATE TABLE IF NOT EXISTS ", "ALTER TABLE ragtrace.")), stmt[:80]
+            ("CREATE TABLE IF NOT EXISTS ", "ALTER TABLE ragtrace.", "CREATE MATERIALIZED VIEW IF NOT EXISTS ",
+             "INSERT INTO ragtrace.")), stmt[:80]
 
 
 _TABLE_SQL = """-- cluster: shard by cityHash64(a)
@@ -295,7 +317,14 @@ def test_generation_reads_the_engine_clause_not_lookalikes() -> None:
     ("ALTER TABLE {db}.spans ON CLUSTER '{cluster}' ADD COLUMN IF NOT EXISTS x String", "ON CLUSTER"),
     ("ALTER TABLE {db}.spans", "no action"),
     ("ALTER TABLE spans ADD COLUMN IF NOT EXISTS x String", "only `CREATE TABLE IF NOT EXISTS"),
-    ("CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.v TO {db}.t AS SELECT 1", "only `CREATE TABLE IF NOT EXISTS"),
+    ("CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.v TO {db}.t AS SELECT 1", "exactly one table"),
+    ("CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.v TO {db}.t AS SELECT a FROM {db}.s WHERE a IN "
+     "(SELECT a FROM {db}.u)", "exactly one table"),
+    ("CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.v ON CLUSTER '{cluster}' TO {db}.t AS SELECT a FROM {db}.s",
+     "only `CREATE TABLE IF NOT EXISTS"),
+    ("CREATE MATERIALIZED VIEW {db}.v TO {db}.t AS SELECT a FROM {db}.s", "only `CREATE TABLE IF NOT EXISTS"),
+    ("CREATE VIEW IF NOT EXISTS {db}.v AS SELECT a FROM {db}.s", "only `CREATE TABLE IF NOT EXISTS"),
+    ("INSERT INTO {db}.t VALUES (1)", "a migration's INSERT is a backfill"),
 ])
 def test_generation_refuses_what_it_cannot_translate(sql: str, message: str) -> None:
     with pytest.raises(StoreError, match=re.escape(message)):
@@ -319,6 +348,28 @@ ALTER TABLE {db}.spans
     # a change of the stored data's layout only: the Distributed table is left alone
     assert cluster_statements("ALTER TABLE {db}.spans MATERIALIZE INDEX a_idx") == [
         "ALTER TABLE {db}.spans_local ON CLUSTER '{cluster}'\nMATERIALIZE INDEX a_idx"]
+
+
+def test_a_view_runs_on_every_node_over_the_local_tables_and_a_backfill_as_it_is() -> None:
+    view = """-- a comment naming {db}.spans, which is not the source
+CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.marks TO {db}.marked AS
+SELECT tenant, trace_id FROM {db}.spans WHERE kind = 'LLM'"""
+    assert cluster_statements(view) == [
+        "-- a comment naming {db}.spans, which is not the source\n"
+        "CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.marks_local ON CLUSTER '{cluster}' TO {db}.marked_local AS\n"
+        "SELECT tenant, trace_id FROM {db}.spans_local WHERE kind = 'LLM'"]
+    backfill = "INSERT INTO {db}.marked (tenant, trace_id) SELECT tenant, trace_id FROM {db}.spans WHERE kind = 'LLM'"
+    assert cluster_statements(backfill) == [backfill]
+    with pytest.raises(StoreError, match="must not say ON CLUSTER"):
+        cluster_statements(backfill.replace("{db}.marked ", "{db}.marked ON CLUSTER '{cluster}' "))
+
+
+def test_the_check_fails_when_a_clustered_view_writes_the_distributed_table(chdb_store: Any) -> None:
+    cluster = _statements("cluster")
+    i = next(i for i, s in enumerate(cluster) if "TO {db}.query_roots_local AS" in s)
+    cluster[i] = cluster[i].replace("TO {db}.query_roots_local AS", "TO {db}.query_roots AS")
+    problems = schema_differences(chdb_store, _statements("single"), cluster)
+    assert any(p.startswith("query_roots_by_priority: the clustered view") for p in problems), problems
 
 
 def test_the_check_fails_when_an_alter_misses_the_distributed_table(chdb_store: Any) -> None:

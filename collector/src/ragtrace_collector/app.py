@@ -249,7 +249,7 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
         (``Ragtrace-Next-Cursor``; absent on the last page) and, with ``total=true``, how many
         there are (``Ragtrace-Total``, ``Ragtrace-Total-Exact``). A larger ``limit`` is streamed in
         one response without a cursor. Memory stays bounded either way."""
-        # all=true: also the roots that are not queries (`ragtrace_store.traces.query_condition`)
+        # all=true: also the roots that are not queries (`ragtrace_store.query_roots`)
         flt = TraceFilter(tenant=tenant, release=release, service=service, since=since, until=until)
         try:
             records = store.read_traces(tenant=tenant, release=release, service=service, since=since, until=until,

@@ -18,6 +18,10 @@ refuses (while others in the batch go in) is data the store cannot take: it is k
 Backpressure: rows waiting for the writer are bounded by ``queue_max_bytes`` (429 beyond it);
 the spool is bounded by its own limit (503 beyond it).
 
+Query roots: after each batch the writer decides which of its roots of priority 1 or 2 are queries
+(`ragtrace_store.query_roots.mark_batch`: from the batch, or by looking up only the traces the batch
+cannot settle), so that readers of queries never walk the roots that are not.
+
 Passages: their text is written once per content hash (the cache below skips text the store has)
 with ``last_seen``, which `ragtrace store retention` uses to remove text no kept document uses.
 Every content hash a written document uses renews its passage's ``last_seen`` at most once per
@@ -43,6 +47,8 @@ from ragtrace_collector.metrics import Metrics
 from ragtrace_collector.native_walk import assemble_protobuf
 from ragtrace_collector.spool import Spool, SpoolError, SpoolFull
 from ragtrace_store import arrow_table
+from ragtrace_store.assembly import STAGE_KINDS
+from ragtrace_store.query_roots import mark_batch
 
 log = logging.getLogger("ragtrace.collector.writer")
 
@@ -327,6 +333,9 @@ class Writer:
             self.metrics.inc("ragtrace_store_insert_seconds_sum", time.perf_counter() - t0)
             self.metrics.inc("ragtrace_store_insert_seconds_count")
             self.metrics.inc("ragtrace_rows_written_total", n, table=table)
+        # which of the batch's other roots are queries (the SDK's are marked by the store itself):
+        # after the spans and queries, so what the batch cannot settle is found in the store
+        mark_batch(self.store, rows.cols["queries"], _staged_traces(rows), _TIMES)
         self.metrics.inc("ragtrace_batches_total")
         self._remember_passages(passages)
         self._renew_passages(rows)
@@ -482,6 +491,13 @@ class Writer:
             log.warning("replay interrupted (%s); will retry", _short(exc))
             self._down = True
             return False
+
+
+def _staged_traces(rows: Rows) -> set[tuple[str, str]]:
+    """The (tenant, trace id) pairs with a retriever, reranker or LLM span in ``rows``."""
+    spans = rows.cols["spans"]
+    return {(t, tid) for t, tid, kind in zip(spans["tenant"], spans["trace_id"], spans["kind"], strict=True)
+            if kind in STAGE_KINDS}
 
 
 def _document_hashes(rows: Rows) -> dict[str, list[str]]:

@@ -12,21 +12,25 @@ first has ties by trace id descending), so a listing read backwards is the other
 one exception: a label without a confidence sorts after every real value in either direction.
 
 Which traces. A trace is listed by its winning root row (`ragtrace_store.roots`): the filters and
-the text apply to that row, and only queries are listed unless ``include_all``
-(`ragtrace_store.traces.query_condition`). A label filter keeps the traces whose newest label under
-the manifest passes it; a confidence listing holds the labelled traces only.
+the text apply to that row. A listing of queries (the default) reads `query_roots`, the root rows
+that can be queries, and nothing of the other roots, so what it costs follows the queries it lists
+whatever else the store holds (`ragtrace_store.query_roots`): a trace is a query when it has a row
+there, and its winner is decided among those rows; only the page's query text and answer are read
+from ``queries`` (the winner's own row). ``include_all`` lists every root, from ``queries``. A label
+filter keeps the traces whose newest label under the manifest passes it; a confidence listing holds
+the labelled traces only.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ragtrace_store.filters import TraceFilter
 from ragtrace_store.labels import FailureMode, newest_labels_sql
-from ragtrace_store.roots import rows_of, window_band, winners_sql
-from ragtrace_store.traces import SDK_ROOT_PRIORITY, query_condition
+from ragtrace_store.query_roots import QUERY_ROOTS
+from ragtrace_store.roots import TRACE_HASH, rows_of, window_band, winners_sql
 
 if TYPE_CHECKING:
     from ragtrace_store.client import Store
@@ -52,8 +56,11 @@ _AFTER = {True: ("(start_time < {after_t:DateTime64(3, 'UTC')} OR (start_time = 
 #: a confidence page's sort key of a label without confidence: after every real value (confidences
 #: lie in [0, 1]) whichever the direction
 _NO_CONFIDENCE = {True: -1.0, False: 2.0}
-#: roots the ragtrace SDK did not mark: only these need `query_condition`'s look at their spans
-_NOT_SDK = f"root_priority NOT IN (0, {SDK_ROOT_PRIORITY})"
+#: a listing's text condition: on the query text, which `query_roots` does not hold
+_TEXT = "positionCaseInsensitiveUTF8(query, {text:String}) > 0"
+#: the columns of a page's winners read from `query_roots`; the rest of `ROOT_COLUMNS` from `queries`
+_PAGE_ROOT = ("service", "release", "route", "start_time", "span_id", "root_priority", "kind")
+_PAGE_TEXT = ("query_id", "environment", "query", "answer")
 
 
 @dataclass(frozen=True)
@@ -165,7 +172,7 @@ def _conditions(store: Store, listing: TraceListing, *,
     the filter, the text and (``labelled``, by default when the listing is) the label filter."""
     where, params = listing.filter.conditions()
     if listing.text is not None:
-        where.append("positionCaseInsensitiveUTF8(query, {text:String}) > 0")
+        where.append(_TEXT)
         params["text"] = listing.text
     labels = listing.labels if (listing.labelled if labelled is None else labelled) else None
     if labels is not None:
@@ -175,26 +182,35 @@ def _conditions(store: Store, listing: TraceListing, *,
     return where, params
 
 
-def _matching(store: Store, listing: TraceListing, where: list[str], *, counted: bool = False) -> str:
-    """SQL of the winning root rows that meet ``where``: one row per trace, with ``trace_id``, and
-    with ``counted`` a column ``is_query`` instead of leaving out the roots that are not queries
-    (unless ``include_all``)."""
+def _on_roots(store: Store, where: list[str]) -> list[str]:
+    """``where`` as conditions on a `query_roots` row: the text condition (on the query text, which
+    only ``queries`` holds) as "its row in ``queries`` has the text"."""
+    text = (f"(trace_id, span_id) IN (SELECT trace_id, span_id FROM {store.table('queries')} "
+            f"WHERE tenant = {{tenant:String}} AND {_TEXT})")
+    return [text if c == _TEXT else c for c in where]
+
+
+def _matching(store: Store, listing: TraceListing, where: list[str], *, every: bool = False) -> str:
+    """SQL of the winning root rows that meet ``where``: one row per trace, with ``trace_id``; of the
+    queries (from `query_roots`), or of every root (``include_all`` or ``every``, from ``queries``)."""
     flt = listing.filter
-    # what ``where`` and `query_condition` read of a winning row (the fewer, the faster)
-    columns = ["root_priority", "kind", *(c for c, v in (("service", flt.service), ("release", flt.release),
-                                                        ("route", flt.route)) if v is not None)]
-    columns += ["start_time"] * (flt.since is not None or flt.until is not None) + ["query"] * bool(listing.text)
-    # a condition on a row's values reads all rows of the traces with a matching row (within
-    # ROOT_SPREAD of a time window); conditions on the trace id alone hold for every row of a trace
-    traces = (["tenant = {tenant:String}", rows_of(store, where), *window_band(flt)] if listing.by_value
-              else where)
-    winners = winners_sql(store, columns, traces, by_sort=True)
-    among = f"SELECT trace_id FROM {store.table('queries')} WHERE {' AND '.join(where)} AND {_NOT_SDK}"
-    is_query = query_condition(store, flt, among=among)
-    if counted:
-        return f"SELECT trace_id, {is_query} AS is_query FROM ({winners}) WHERE {' AND '.join(where)}"
-    cond = where if listing.include_all else [*where, is_query]
-    return f"SELECT trace_id FROM ({winners}) WHERE {' AND '.join(cond)}"
+    # what ``where`` reads of a winning row (the fewer, the faster)
+    columns = ["root_priority", *(c for c, v in (("service", flt.service), ("release", flt.release),
+                                                ("route", flt.route)) if v is not None)]
+    columns += ["start_time"] * (flt.since is not None or flt.until is not None)
+    # A condition on a row's values reads all rows of the traces with a matching row (within
+    # ROOT_SPREAD of a time window); conditions on the trace id alone hold for every row of a trace.
+    if listing.include_all or every:
+        columns += ["query"] * bool(listing.text)
+        traces = ["tenant = {tenant:String}", rows_of(store, where), *window_band(flt)] if listing.by_value else where
+        return (f"SELECT trace_id FROM ({winners_sql(store, columns, traces, by_sort=True)}) "
+                f"WHERE {' AND '.join(where)}")
+    on = _on_roots(store, where)
+    columns += ["span_id"] * bool(listing.text)
+    traces = (["tenant = {tenant:String}", rows_of(store, on, table=QUERY_ROOTS), *window_band(flt)]
+              if listing.by_value else on)
+    winners = winners_sql(store, columns, traces, by_sort=True, table=QUERY_ROOTS)
+    return f"SELECT trace_id FROM ({winners}) WHERE {' AND '.join(on)}"
 
 
 # --- pages -----------------------------------------------------------------------------------------
@@ -203,13 +219,13 @@ def root_page(store: Store, listing: TraceListing, after: tuple[datetime, str] |
     """The next ``n`` traces of a time listing after ``after`` (start time, trace id), in its order:
     ``(trace_id, *ROOT_COLUMNS)`` of each trace's winning root row, exactly, without FINAL.
 
-    The first ``k`` root rows that match, in the listing's order, are the candidates (through the
-    ``by_time`` projection of migration 0005); their traces' winners are decided from all their rows
-    (by trace id, the table's key) and filtered. That is exact as soon as the n-th winner sorts no
-    later than the k-th candidate (a trace whose winner sorts before it has that row among the
-    candidates) or when fewer than ``k`` rows match at all; otherwise ``k`` grows fourfold. So a
-    page reads about its own size. Listed trace ids need no candidates: a condition on the id holds
-    for all of a trace's rows.
+    The first ``k`` root rows that match, in the listing's order, are the candidates (of a listing
+    of queries, from `query_roots`, which is sorted by time; of every root, through the ``by_time``
+    projection of migration 0005); their traces' winners are decided from all their rows (by hash
+    or by trace id) and filtered. That is exact as soon as the n-th winner sorts no later than the
+    k-th candidate (a trace whose winner sorts before it has that row among the candidates) or when
+    fewer than ``k`` rows match at all; otherwise ``k`` grows fourfold. So a page reads about its own
+    size. Listed trace ids need no candidates: a condition on the id holds for all of a trace's rows.
     """
     if listing.sort != "time":
         raise ValueError(f"root_page reads a time listing; this one is sorted by {listing.sort}")
@@ -219,37 +235,59 @@ def root_page(store: Store, listing: TraceListing, after: tuple[datetime, str] |
         where.append(_AFTER[descending])
         params["after_t"], params["after_id"] = after
     order = f"ORDER BY {_TIME_ORDER[descending]} LIMIT {int(n)}"
+    page = _every_root_page if listing.include_all else _query_page
+    if not listing.include_all:
+        where = _on_roots(store, where)
     if listing.filter.trace_ids is not None:
-        among = "SELECT trace_id FROM (SELECT arrayJoin({trace_ids:Array(String)}) AS trace_id)"
-        return _winners_page(store, listing, where, params, "trace_id IN {trace_ids:Array(String)}", among, order)
+        return page(store, where, {**params, "cand_ids": list(dict.fromkeys(listing.filter.trace_ids))}, order)
+    source = store.table("queries" if listing.include_all else QUERY_ROOTS)
     k = n + max(16, n // 4)
     while True:
-        cands = store.query_rows(
-            f"SELECT trace_id, start_time, root_priority FROM {store.table('queries')} WHERE {' AND '.join(where)} "
-            f"ORDER BY {_TIME_ORDER[descending]} LIMIT {int(k)}", params)
+        cands = store.query_rows(f"SELECT trace_id, start_time FROM {source} WHERE {' AND '.join(where)} "
+                                 f"ORDER BY {_TIME_ORDER[descending]} LIMIT {int(k)}", params)
         if not cands:
             return []
-        p = {**params, "cand_ids": list(dict.fromkeys(c[0] for c in cands)),
-             # query_condition reads spans only for the candidates not rooted by the SDK
-             "qc_ids": sorted({c[0] for c in cands if c[2] not in (0, SDK_ROOT_PRIORITY)})}
-        page = _winners_page(store, listing, where, p, "trace_id IN {cand_ids:Array(String)}",
-                             "SELECT arrayJoin({qc_ids:Array(String)})", order)
-        if len(cands) < k or (len(page) == n and _settled(page[-1][6], page[-1][0], cands[-1][1], cands[-1][0],
-                                                           descending)):
-            return page
+        got = page(store, where, {**params, "cand_ids": list(dict.fromkeys(c[0] for c in cands))}, order)
+        if len(cands) < k or (len(got) == n and _settled(got[-1][6], got[-1][0], cands[-1][1], cands[-1][0],
+                                                         descending)):
+            return got
         k *= 4
 
 
-def _winners_page(store: Store, listing: TraceListing, where: list[str], params: dict[str, Any], traces: str,
-                  among: str, order: str) -> list[tuple[Any, ...]]:
-    """The winning root rows of the ``traces`` (a condition on the trace id) that meet ``where`` and
-    are queries (unless ``include_all``), as `root_page` returns them."""
-    cond = list(where)
-    if not listing.include_all:
-        cond.append(query_condition(store, listing.filter, among=among))
-    winners = winners_sql(store, ROOT_COLUMNS, ["tenant = {tenant:String}", traces])
+def _every_root_page(store: Store, where: list[str], params: dict[str, Any], order: str) -> list[tuple[Any, ...]]:
+    """The winning root rows of the traces ``cand_ids`` that meet ``where``, as `root_page` returns
+    them, among every root row (``queries``, by trace id: the table's key)."""
+    winners = winners_sql(store, ROOT_COLUMNS, ["tenant = {tenant:String}", "trace_id IN {cand_ids:Array(String)}"])
     return store.query_rows(f"SELECT trace_id, {', '.join(ROOT_COLUMNS)} FROM ({winners}) "
-                            f"WHERE {' AND '.join(cond)} {order}", params)
+                            f"WHERE {' AND '.join(where)} {order}", params)
+
+
+def _query_page(store: Store, where: list[str], params: dict[str, Any], order: str) -> list[tuple[Any, ...]]:
+    """The winning root rows of the traces ``cand_ids`` that meet ``where`` (on `query_roots` rows),
+    as `root_page` returns them: decided among their `query_roots` rows (by hash, through its
+    ``by_hash`` projection), then the page's query ids, environments, texts and answers from the
+    winners' own rows in ``queries`` (by trace id, the table's key)."""
+    traces = ["tenant = {tenant:String}", f"{TRACE_HASH} IN (SELECT xxHash64(arrayJoin({{cand_ids:Array(String)}})))",
+              "trace_id IN {cand_ids:Array(String)}"]
+    winners = winners_sql(store, _PAGE_ROOT, traces, table=QUERY_ROOTS)
+    roots = store.query_rows(f"SELECT trace_id, {', '.join(_PAGE_ROOT)} FROM ({winners}) "
+                             f"WHERE {' AND '.join(where)} {order}", params)
+    if not roots:
+        return []
+    # the winner's row (several copies of it: the newest); a row merged away since (a trace with two
+    # roots of one priority keeps one after a merge) gives way to the trace's best remaining row
+    text = {r[0]: r[1] for r in store.query_rows(
+        f"SELECT trace_id, argMax(tuple({', '.join(_PAGE_TEXT)}), tuple(tuple(trace_id, span_id) IN "
+        "{winners:Array(Tuple(String, String))}, root_priority, received_at, span_id)) "
+        f"FROM {store.table('queries')} WHERE tenant = {{tenant:String}} AND trace_id IN {{ids:Array(String)}} "
+        "GROUP BY trace_id", {"tenant": params["tenant"], "ids": [r[0] for r in roots],
+                              "winners": [(r[0], r[5]) for r in roots]})}
+    out = []
+    for trace_id, service, release, route, start, span_id, priority, kind in roots:
+        query_id, environment, query, answer = text.get(trace_id, ("", "", "", None))
+        out.append((trace_id, query_id, service, release, environment, route, start, query, answer, span_id,
+                    priority, kind))
+    return out
 
 
 def _settled(t: Any, trace_id: str, cut_t: Any, cut_id: str, descending: bool) -> bool:
@@ -286,11 +324,18 @@ def count_listing(store: Store, listing: TraceListing, *, exact_up_to: int | Non
                   others: bool = False) -> TraceCount:
     """Count the traces of a listing; exact up to ``exact_up_to`` matching root rows (None: always,
     with memory that grows with them). Above, the matching root rows are reported: an upper bound
-    (a retried row not yet merged counts twice), with ``exact`` False. ``others`` also counts the
-    roots that are not queries (a listing without a label filter only; else ``others`` is None)."""
+    (a retried row not yet merged counts twice), with ``exact`` False. The rows of a listing of
+    queries are its `query_roots` rows, so roots that are not queries neither cost a count anything
+    nor make it inexact.
+
+    ``others`` also counts the roots that are not queries (a listing without a label filter only;
+    else ``others`` is None): exactly when the listing's root rows of every kind are within
+    ``exact_up_to`` too (a count that stops there), else ``others`` is None, as counting them would
+    read them all."""
     where, params = _conditions(store, listing)
     if exact_up_to is not None:
-        rows = int(store.query_rows(f"SELECT count() FROM {store.table('queries')} WHERE {' AND '.join(where)}",
+        source, on = ("queries", where) if listing.include_all else (QUERY_ROOTS, _on_roots(store, where))
+        rows = int(store.query_rows(f"SELECT count() FROM {store.table(source)} WHERE {' AND '.join(on)}",
                                     params)[0][0])
         if rows > exact_up_to:
             return TraceCount(rows, None, False)
@@ -303,11 +348,18 @@ def count_listing(store: Store, listing: TraceListing, *, exact_up_to: int | Non
         n = int(store.query_rows(f"SELECT count() FROM ({newest}) WHERE trace_id IN "
                                  f"({_matching(store, listing, where)})", {**params, **label_params})[0][0])
         return TraceCount(n, None, True)
+    if others and not listing.include_all and exact_up_to is not None:
+        every = int(store.query_rows(f"SELECT count() FROM (SELECT 1 FROM {store.table('queries')} WHERE "
+                                     f"{' AND '.join(where)} LIMIT {int(exact_up_to) + 1})", params)[0][0])
+        others = every <= exact_up_to
+
+    def count(sql: str) -> int:
+        return int(store.query_rows(f"SELECT count() FROM ({sql})", params)[0][0])
+
     if not others:  # a plain count is cheaper than counting both (28 against 50 ms for 100,000 traces)
-        n = int(store.query_rows(f"SELECT count() FROM ({_matching(store, listing, where)})", params)[0][0])
-        return TraceCount(n, None, True)
-    queries, total = (int(x) for x in store.query_rows(
-        f"SELECT countIf(is_query), count() FROM ({_matching(store, listing, where, counted=True)})", params)[0])
+        return TraceCount(count(_matching(store, listing, where)), None, True)
+    queries = count(_matching(store, replace(listing, include_all=False), where))
+    total = count(_matching(store, listing, where, every=True))
     return TraceCount(total if listing.include_all else queries, total - queries, True)
 
 

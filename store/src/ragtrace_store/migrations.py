@@ -24,8 +24,17 @@ comment line directly before the table's ``CREATE TABLE``::
 Rows that deduplicate together (one trace's spans, one passage hash, one tenant's review state)
 must share a shard, or FINAL is wrong across shards; choose the key accordingly. A table without
 the line, a line not followed by its CREATE TABLE, or a statement the generator does not know how
-to translate (views, non-MergeTree engines, data-changing ALTERs, ...) is an error here rather than
-a guess: extend ``cluster_statements`` when a migration needs one. ``{cluster}`` is the cluster name
+to translate (plain views, non-MergeTree engines, data-changing ALTERs, ...) is an error here rather
+than a guess: extend ``cluster_statements`` when a migration needs one.
+
+``CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.<name> TO {db}.<target> AS SELECT ... FROM
+{db}.<source> ...`` (a SELECT that reads its source table only) becomes the same view as
+``{db}.<name>_local ON CLUSTER '{cluster}'`` from ``<source>_local`` to ``<target>_local``: each shard
+copies the rows inserted on it, so source and target must be sharded alike. ``INSERT INTO
+{db}.<table> (columns) SELECT ...``, a backfill filling a table the migration creates from the rows
+written before it, runs as it is, once, through the Distributed tables. A backfill is not
+idempotent as a DDL statement is: it is for tables whose readers tolerate a row copied twice (a
+migration interrupted after it runs it again). ``{cluster}`` is the cluster name
 (replaced by `Store.migrate`); ``{shard}`` and ``{replica}`` are the servers' own macros.
 
 ``ALTER TABLE {db}.<name> <action>, ...`` becomes ``ALTER TABLE {db}.<name>_local ON CLUSTER
@@ -107,11 +116,16 @@ _NEEDS_IF = re.compile(r"^(ADD|DROP|MODIFY|RENAME|COMMENT|CLEAR)\s+(COLUMN|INDEX
 
 def cluster_statements(stmt: str) -> list[str]:
     """The clustered statements for one single-node statement: its replicated ``_local`` table and
-    the Distributed table on top (for an ALTER: the ALTER of each, see the module docstring).
-    Raises `StoreError` for anything it cannot translate faithfully."""
+    the Distributed table on top (for an ALTER: the ALTER of each; for a materialized view: the view
+    on the local tables; a backfill as it is: see the module docstring). Raises `StoreError` for
+    anything it cannot translate faithfully."""
     code = _mask(stmt)
     if _ALTER.match(code):
         return _cluster_alter(stmt, code)
+    if _VIEW.match(code):
+        return [_cluster_view(stmt, code)]
+    if _BACKFILL.match(code):
+        return [_backfill(stmt, code)]
     create = _CREATE.search(code)
     if not create or code[:create.start()].strip():
         head = code.strip().split("\n", 1)[0][:80]
@@ -155,6 +169,52 @@ def cluster_statements(stmt: str) -> list[str]:
     distributed = (f"CREATE TABLE IF NOT EXISTS {{db}}.{name} ON CLUSTER '{{cluster}}' AS {{db}}.{name}_local\n"
                    f"ENGINE = Distributed('{{cluster}}', '{{db}}', '{name}_local', {key})")
     return [local, distributed]
+
+
+_VIEW = re.compile(r"^\s*CREATE\s+MATERIALIZED\s+VIEW\s+IF\s+NOT\s+EXISTS\s+\{db\}\.(?P<name>\w+)\s+"
+                   r"TO\s+\{db\}\.(?P<target>\w+)\s+AS\s+SELECT\b", re.I)
+_BACKFILL = re.compile(r"^\s*INSERT\s+INTO\s+\{db\}\.\w+\b", re.I)
+_BACKFILL_FORM = re.compile(r"^\s*INSERT\s+INTO\s+\{db\}\.\w+\s*\([^()]*\)\s*SELECT\b", re.I)
+_TABLE_NAME = re.compile(r"\{db\}\.(\w+)")
+
+
+def _cluster_view(stmt: str, code: str) -> str:
+    """``CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.<name> TO {db}.<target> AS SELECT ... FROM
+    {db}.<source> ...`` on every node, over the local tables: each shard's view copies the rows
+    inserted into its ``<source>_local`` into its ``<target>_local`` (so the two must be sharded
+    alike). The SELECT reads its source only: a view reading other tables would read them whole for
+    every insert."""
+    view = _VIEW.match(code)
+    assert view is not None
+    name = view.group("name")
+    if re.search(r"\bON\s+CLUSTER\b", code, re.I):
+        raise StoreError(f"view {name}: the single-node DDL must not say ON CLUSTER (it is generated)")
+    sources = _TABLE_NAME.findall(code[view.end():])
+    if len(sources) != 1:
+        raise StoreError(f"view {name}: its SELECT must read exactly one table of the database (its source), "
+                         f"found {len(sources)}")
+    source = _TABLE_NAME.search(code, view.end())
+    assert source is not None
+    # edits by position (the masked text has the statement's), the last first
+    edits = [(source.end(1), source.end(1), "_local"), (view.end("target"), view.end("target"), "_local"),
+             (view.start("name"), view.end("name"), f"{name}_local ON CLUSTER '{{cluster}}'")]
+    out = stmt
+    for begin, end, text in edits:
+        out = out[:begin] + text + out[end:]
+    return out
+
+
+def _backfill(stmt: str, code: str) -> str:
+    """``INSERT INTO {db}.<table> (...) SELECT ...`` filling a table a migration creates from rows
+    written before it: run as it is, through the Distributed tables (an INSERT has no ON CLUSTER,
+    and it runs once, not once per node)."""
+    if re.search(r"\bON\s+CLUSTER\b", code, re.I):
+        raise StoreError("a backfill (INSERT INTO ... SELECT) must not say ON CLUSTER: it runs once, through the "
+                         "Distributed tables")
+    if not _BACKFILL_FORM.match(code):
+        raise StoreError("a migration's INSERT is a backfill: `INSERT INTO {db}.<table> (columns) SELECT ...` "
+                         "from rows already in the store")
+    return stmt
 
 
 def _cluster_alter(stmt: str, code: str) -> list[str]:

@@ -19,7 +19,9 @@ __all__ = ["MAX_RETENTION_DAYS", "PASSAGE_MARGIN_DAYS", "RetentionError", "set_r
 
 #: the tables whose rows age out, and the time each ages by
 RETENTION_COLUMNS = {"spans": "start_time", "queries": "start_time", "documents": "start_time",
-                     "feedback": "added_at", "labels": "trace_time"}
+                     "feedback": "added_at", "labels": "trace_time",
+                     # what `ragtrace_store.query_roots` keeps of the roots and spans, with them
+                     "query_roots": "start_time", "other_roots": "start_time", "stage_traces": "start_time"}
 #: Passage text outlives the last document using it by at most this many days. A document is kept
 #: until its start time + DAYS; its passage's last_seen is renewed at most every 6 hours (so it is
 #: at most 12 hours behind the document's arrival) and a start time may lie up to a day ahead of

@@ -62,7 +62,8 @@ ROOT_ORDER = "(root_priority, received_at, span_id)"
 ROOT_SPREAD = "INTERVAL 5 MINUTE"
 
 
-def winners_sql(store: Store, columns: Sequence[str], where: Sequence[str], *, by_sort: bool = False) -> str:
+def winners_sql(store: Store, columns: Sequence[str], where: Sequence[str], *, by_sort: bool = False,
+                table: str = "queries") -> str:
     """A subquery with one row per trace among the rows matching ``where`` (which must only hold
     conditions on the trace id, or `rows_of`): ``tenant``, ``trace_id`` and ``columns`` of the
     trace's winning row, each under its own name, so `TraceFilter` conditions apply to it as they
@@ -71,30 +72,35 @@ def winners_sql(store: Store, columns: Sequence[str], where: Sequence[str], *, b
     ``by_sort`` keeps the first row of each trace in `ROOT_ORDER`, descending (``LIMIT 1 BY``),
     instead of ``argMax`` per trace: the same rows (ties only between identical root rows), and
     several times faster when many traces are read for a few columns (a count over a whole tenant:
-    100,000 traces' two columns in 24 ms against 124 ms), but it sorts every row it reads."""
+    100,000 traces' two columns in 24 ms against 124 ms), but it sorts every row it reads.
+
+    ``table``: ``queries`` (every root row) or ``query_roots`` (the root rows that can be queries:
+    `ragtrace_store.query_roots`), which has the same columns but the text."""
     if not columns:
         raise ValueError("winners_sql: name at least one column of the winning row")
     if by_sort:
         order = ", ".join(f"{c} DESC" for c in ROOT_ORDER.strip("()").split(", "))
-        return (f"SELECT tenant, trace_id, {', '.join(columns)} FROM {store.table('queries')} "
+        return (f"SELECT tenant, trace_id, {', '.join(columns)} FROM {store.table(table)} "
                 # one tenant (``where`` names it): by the trace id alone, a third cheaper than by both
                 f"WHERE {' AND '.join(where)} ORDER BY {order} LIMIT 1 BY trace_id")
     unpack = ", ".join(f"w.{i} AS {name}" for i, name in enumerate(columns, start=1))
     return (f"SELECT tenant, trace_id, {unpack} FROM (SELECT tenant, trace_id, "
-            f"argMax(tuple({', '.join(columns)}), {ROOT_ORDER}) AS w FROM {store.table('queries')} "
+            f"argMax(tuple({', '.join(columns)}), {ROOT_ORDER}) AS w FROM {store.table(table)} "
             f"WHERE {' AND '.join(where)} GROUP BY tenant, trace_id)")
 
 
-def rows_of(store: Store, where: Sequence[str], *, tail: str = "") -> str:
+def rows_of(store: Store, where: Sequence[str], *, tail: str = "", table: str = "queries") -> str:
     """The condition "a row of a trace that has a row matching ``where``" (``tail``: an ORDER BY /
     LIMIT for that inner query, e.g. the newest K). Every row of such a trace matches it, so
-    `winners_sql` over it decides each trace from all of its rows.
+    `winners_sql` over it decides each trace from all of its rows. ``table`` is where the matching
+    row is looked for: ``query_roots`` (`ragtrace_store.query_roots`) finds only the traces with a
+    root that can be a query.
 
     On a cluster the subquery reads the shard's own rows (`Store.local_table`): ``queries`` is
     sharded by trace id, so a trace's rows are all on one shard, and each shard finds its own traces
     (with ``tail``, its own newest K: together a superset of the newest K, which the outer query
     then takes) instead of the node that asks gathering every matching trace of every shard."""
-    inner = f"SELECT {TRACE_HASH} FROM {store.local_table('queries')} WHERE {' AND '.join(where)}"
+    inner = f"SELECT {TRACE_HASH} FROM {store.local_table(table)} WHERE {' AND '.join(where)}"
     return f"{TRACE_HASH} IN ({inner}{' ' + tail if tail else ''})"
 
 

@@ -16,8 +16,10 @@ property of the ids, not of the run: reruns, machines and shards agree.
 
 Strata and filters are those of each trace's winning root row (`ragtrace_store.roots`; for a time
 window, among its root rows within five minutes of the window, `ragtrace_store.roots.window_band`), and
-only queries are sampled (`ragtrace_store.traces.query_condition`), so the sample is what
-`read_traces` then reads.
+only queries are sampled: the winners are decided among the root rows that can be queries
+(`ragtrace_store.query_roots`), as every listing of queries decides them, so the sample is what
+`read_traces` then reads, and roots that are not queries are never read (neither counted nor made
+into strata).
 
 Python receives only the chosen ids. Without strata the selection is first tried as one query
 (`_one_query`): the winners of the traces in the rate's range of ``u`` (all of it for a sample),
@@ -58,8 +60,8 @@ from typing import TYPE_CHECKING, Any
 
 from ragtrace_store.errors import StoreError
 from ragtrace_store.filters import TraceFilter
+from ragtrace_store.query_roots import QUERY_ROOTS
 from ragtrace_store.roots import TRACE_HASH, rows_of, window_band, winners_sql
-from ragtrace_store.traces import SDK_ROOT_PRIORITY, query_condition
 
 if TYPE_CHECKING:
     from ragtrace_store.client import Store
@@ -202,7 +204,9 @@ def sample_traces(store: Store, flt: TraceFilter, plan: SamplePlan) -> Sample:
             return one
     # grouped by the columns themselves (an array key per row costs four times as much here)
     cols = ", ".join(strata)
-    counts = store.query_rows(f"SELECT {cols + ', ' if strata else ''}count() FROM {store.table('queries')} "
+    # the strata and their sizes among the root rows that can be queries (`query_roots`): a stratum
+    # of roots that are not (a flood of spans without a release) is never read
+    counts = store.query_rows(f"SELECT {cols + ', ' if strata else ''}count() FROM {store.table(QUERY_ROOTS)} "
                               f"WHERE {' AND '.join(where)}{' GROUP BY ' + cols if strata else ''}", params)
     state = {tuple(str(v) for v in r[:-1]): _Stratum(rows=int(r[-1])) for r in counts if r[-1]}
     top = sampler.rate_top(plan.rate) if plan.rate is not None else sampler.top
@@ -240,12 +244,6 @@ def _one_query(store: Store, sampler: Sampler, flt: TraceFilter, plan: SamplePla
     p = {**params, "s_hi_max": top}
     # a rate below 1 is a range of u: a condition on the trace id, so every row of its traces
     bounds = [] if top == sampler.top else [f"{unit} <= {{s_hi_max:{t}}}"]
-    values = any(v is not None for v in (flt.service, flt.release, flt.route))
-    # Which rows decide the winners. A filter on a row's values: all rows of the traces with a
-    # matching row (`rows_of`), within the window's band if there is one. A time window alone: every
-    # root row in its band. That is the same winners (a trace whose winner is in the window has a
-    # row in it) and spares a second read of the window to find its traces first.
-    traces = [*([rows_of(store, [*where, *bounds])] if values else []), *window_band(flt), *bounds]
     used = {c for c, v in (("service", flt.service), ("release", flt.release), ("route", flt.route)) if v is not None}
     if flt.since is not None or flt.until is not None:
         used.add("start_time")
@@ -268,39 +266,38 @@ def _one_query(store: Store, sampler: Sampler, flt: TraceFilter, plan: SamplePla
     narrowed = f"{unit} <= " + (f"if({share} >= 1, {{s_hi_max:{t}}}, toUInt64({share} * exp2(64)))"
                                 if sampler.integral else f"least({share}, {{s_hi_max:{t}}})")
 
-    def chosen(is_query: str | None, columns: tuple[str, ...], narrow: bool) -> list[tuple[Any, ...]]:
-        read = [*traces, narrowed] if narrow else traces
-        winners = winners_sql(store, (*(c for c in ("service", "release", "route", "start_time") if c in used),
-                                      *columns), ["tenant = {tenant:String}", *read], by_sort=True)
-        on = [*on_winner, *([is_query] if is_query else [])]
-        # candidates: the root rows matching the filters, as the rounds count them (the engine keeps
-        # the whole table's count; a window's is a read of the window)
+    values = any(v is not None for v in (flt.service, flt.release, flt.route))
+
+    def chosen(narrow: bool) -> list[tuple[Any, ...]]:
+        # Which rows decide the winners: the root rows that can be queries (`query_roots`), in the
+        # range of u read (a condition on the trace id: every such row of its traces, through the
+        # by_hash projection) and the window's band. A filter on a row's values: those of the
+        # traces with a matching row (`rows_of`). A time window alone: every row in its band, the
+        # same winners (a trace whose winner is in the window has a row in it).
+        cut = [*bounds, *([narrowed] if narrow else [])]
+        read = [*([rows_of(store, [*where, *cut], table=QUERY_ROOTS)] if values else []), *window_band(flt), *cut]
+        winners = winners_sql(store, tuple(c for c in ("service", "release", "route", "start_time") if c in used)
+                              or ("root_priority",), ["tenant = {tenant:String}", *read], by_sort=True,
+                              table=QUERY_ROOTS)
+        # candidates: the root rows that can be queries matching the filters, as the rounds count
+        # them (the engine keeps the whole table's count; a window's is a read of the window)
         return list(store.query_rows(
-            f"WITH (SELECT count() FROM {store.table('queries')} WHERE {' AND '.join(where)}) AS candidates "
-            f"SELECT candidates, count(), arrayMap(x -> x.2, arraySort({part})), "
-            f"countIf(root_priority NOT IN (0, {SDK_ROOT_PRIORITY})), {share} >= 1 "
-            f"FROM (SELECT trace_id, root_priority, {unit} AS u FROM ({winners})"
-            f"{' WHERE ' + ' AND '.join(on) if on else ''}{first}) "
+            f"WITH (SELECT count() FROM {store.table(QUERY_ROOTS)} WHERE {' AND '.join(where)}) AS candidates "
+            f"SELECT candidates, count(), arrayMap(x -> x.2, arraySort({part})), {share} >= 1 "
+            f"FROM (SELECT trace_id, {unit} AS u FROM ({winners})"
+            f"{' WHERE ' + ' AND '.join(on_winner) if on_winner else ''}{first}) "
             f"SETTINGS max_rows_to_sort = {SLICE_ROWS}, sort_overflow_mode = 'throw', "
             f"max_rows_in_set = {SLICE_ROWS}, set_overflow_mode = 'throw'", p))
 
-    def choose(narrow: bool) -> list[tuple[Any, ...]]:
-        rows = chosen(None, ("root_priority",), narrow)
-        if rows[0][3]:  # a chosen winner is another root than the SDK's: choose again with the check
-            among = (f"SELECT trace_id FROM {store.table('queries')} WHERE {' AND '.join([*where, *bounds])} "
-                     f"AND root_priority NOT IN (0, {SDK_ROOT_PRIORITY})")
-            rows = chosen(query_condition(store, flt, among=among), ("root_priority", "kind"), narrow)
-        return rows
-
     try:
-        rows = choose(plan.sample is not None)
-        if plan.sample is not None and rows[0][1] < plan.sample and not rows[0][4]:
-            rows = choose(False)  # the part of the range held fewer than N: the whole range
+        rows = chosen(plan.sample is not None)
+        if plan.sample is not None and rows[0][1] < plan.sample and not rows[0][3]:
+            rows = chosen(False)  # the part of the range held fewer than N: the whole range
     except Exception as exc:
         if any(name in str(exc) for name in _OVER_LIMIT):
             return None
         raise
-    candidates, found, ids, _others, _whole = rows[0]
+    candidates, found, ids, _whole = rows[0]
     return Sample(list(ids), int(candidates), {(): int(found)} if candidates else {}, 1)
 
 
@@ -346,42 +343,30 @@ def _round(store: Store, sampler: Sampler, flt: TraceFilter, plan: SamplePlan, s
     if plan.shard is not None:
         p["shard_i"], p["shard_n"] = plan.shard
         shard = sampler.shard
-    # the query-or-not check reads spans only for this slice's traces that need it
-    among = (f"SELECT trace_id FROM {store.table('queries')} WHERE {' AND '.join(row_where)} "
-             f"AND root_priority NOT IN (0, {SDK_ROOT_PRIORITY})")
-    # without filters or strata the slice is a condition on the trace id alone: every row of its
-    # traces is in it, so no second read of their rows
-    traces = [rows_of(store, row_where), *window_band(flt)] if strata or len(where) > 1 else row_where[1:]
-    # only the winning row's columns this round reads (its filters', its strata's, the query-or-not
-    # check's): each column more is read for every row of the slice
+    # The winners are decided among the root rows that can be queries (`query_roots`). Without
+    # filters or strata the slice is a condition on the trace id alone: every such row of its traces
+    # is in it, so no second read of their rows; else all rows of the traces with a row in the slice
+    # (with the slice's bounds on that read too: a range of the by_hash projection).
+    traces = ([rows_of(store, row_where, table=QUERY_ROOTS), *bounds, *window_band(flt)] if strata or len(where) > 1
+              else row_where[1:])
+    # only the winning row's columns this round reads (its filters', its strata's): each column more
+    # is read for every row of the slice
     used = {c for c, v in (("service", flt.service), ("release", flt.release), ("route", flt.route)) if v is not None}
     if flt.since is not None or flt.until is not None:
         used.add("start_time")
-    columns = (*(c for c in ("service", "release", "route", "start_time") if c in used or c in strata),
-               "root_priority", "kind")
-    winners = winners_sql(store, columns, ["tenant = {tenant:String}", *traces])
+    columns = tuple(c for c in ("service", "release", "route", "start_time") if c in used or c in strata)
+    winners = winners_sql(store, columns or ("root_priority",), ["tenant = {tenant:String}", *traces],
+                          table=QUERY_ROOTS)
     # a rate takes every trace of its slice: no quota, no ranking
     rank, keep = (("row_number() OVER (PARTITION BY k ORDER BY u, trace_id) AS rn", "WHERE rn <= quota")
                   if plan.sample is not None else ("0 AS rn", ""))
-
-    def chosen(is_query: str) -> list[tuple[Any, ...]]:
-        return list(store.query_rows(
-            # two arrays of plain values: several times cheaper to hand over than an array of pairs
-            "SELECT k, count(), groupArrayIf(u, in_shard), groupArrayIf(trace_id, in_shard), "
-            f"countIf(root_priority NOT IN (0, {SDK_ROOT_PRIORITY})) FROM ("
-            f"SELECT trace_id, root_priority, {unit} AS u, {key} AS k, {shard} AS in_shard, "
-            f"{{s_quota:Array(UInt64)}}[{idx}] AS quota, {rank} "
-            f"FROM ({winners}) WHERE {' AND '.join(where)} AND {is_query} AND {in_slice}) {keep} GROUP BY k",
-            p))
-
-    # Winners rooted by the SDK (or written by other tools: priority 0) are queries; only another
-    # root may not be (`query_condition`, which reads spans). So choose without that check first,
-    # and only when a chosen winner has another root choose again with it (rarely: the SDK's root
-    # outranks any other of its trace).
-    rows = chosen("1")
-    if any(r[4] for r in rows):
-        rows = chosen(query_condition(store, flt, among=among))
-    for k, n, units, ids, _others in rows:
+    rows = store.query_rows(
+        # two arrays of plain values: several times cheaper to hand over than an array of pairs
+        "SELECT k, count(), groupArrayIf(u, in_shard), groupArrayIf(trace_id, in_shard) FROM ("
+        f"SELECT trace_id, {unit} AS u, {key} AS k, {shard} AS in_shard, "
+        f"{{s_quota:Array(UInt64)}}[{idx}] AS quota, {rank} "
+        f"FROM ({winners}) WHERE {' AND '.join(where)} AND {in_slice}) {keep} GROUP BY k", p)
+    for k, n, units, ids in rows:
         st = state[tuple(str(v) for v in k) if strata else ()]
         st.found += int(n)
         st.picked.extend(zip(units, ids, strict=True))

@@ -47,8 +47,8 @@ def read_traces(
     cursor: str | None = None,
 ) -> Iterator[TraceRecord]:
     """Assembled queries, newest first (ties by trace id ascending: `ragtrace_store.listing`). Only
-    traces whose root span has arrived are returned, and only queries (`query_condition`) unless
-    ``include_all`` (the others have ``is_query`` False). ``cursor`` (`ragtrace_store.paging.encode_cursor`
+    traces whose root span has arrived are returned, and only queries (`ragtrace_store.query_roots`)
+    unless ``include_all`` (the others have ``is_query`` False). ``cursor`` (`ragtrace_store.paging.encode_cursor`
     of the same listing: ``TraceListing(TraceFilter(...), include_all=...)`` of these arguments)
     continues a listing after the trace it names; a cursor of other filters, or not a cursor,
     raises `ragtrace_store.paging.CursorError`."""
@@ -87,29 +87,6 @@ def read_traces(
 
 #: listed traces assembled at a time (what one reader holds of their documents)
 _LISTED_CHUNK = 2000
-
-
-def query_condition(store: Store, flt: TraceFilter, *, among: str | None = None) -> str:
-    """The SQL condition (over `queries`, with ``flt.conditions()``'s parameters) that keeps the roots
-    that are queries: the ragtrace SDK's roots; rows written by other tools than the collector
-    (``root_priority`` 0: imports, fixtures); and any other root that is not itself a retriever,
-    reranker or LLM span and has such a span in its trace. A retriever or LLM called outside a
-    chain, or LlamaIndex building its index, is a trace too, but not a query: it stays in ``spans``
-    (`count_roots`, ``read_traces(include_all=True)``) and out of the audit.
-
-    ``among`` (SQL of a subquery of trace ids) names the traces the caller asks about, so the set of
-    traces with stage spans is built for those only, not for the whole tenant."""
-    kinds = "(" + ", ".join(f"'{k}'" for k in STAGE_KINDS) + ")"
-    sub = ["tenant = {tenant:String}", f"kind IN {kinds}"]
-    if flt.trace_ids is not None:
-        sub.append("trace_id IN {trace_ids:Array(String)}")
-    if flt.since is not None:
-        # a stage starts after its root; a day of margin for clock skew between services
-        sub.append("start_time >= {since:DateTime64(3, 'UTC')} - INTERVAL 1 DAY")
-    if among is not None:
-        sub.append(f"trace_id IN ({among})")
-    return (f"(root_priority IN (0, {SDK_ROOT_PRIORITY}) OR (kind NOT IN {kinds} AND trace_id IN "
-            f"(SELECT trace_id FROM {store.table('spans')} WHERE {' AND '.join(sub)})))")
 
 
 def count_roots(store: Store, flt: TraceFilter) -> dict[str, int]:
@@ -207,7 +184,7 @@ def _assemble(store: Store, tenant: str, roots: list[tuple[Any, ...]], with_cont
             reference=ref_by_trace.get(trace_id) or ref_by_query.get(query_id),
             complete=not got.incomplete_reasons, context_derived=got.context_source != "recorded",
             context_source=got.context_source, incomplete_reasons=got.incomplete_reasons,
-            # as `query_condition` decides it in SQL
+            # the rule `ragtrace_store.query_roots` keeps at ingest
             is_query=priority in (0, SDK_ROOT_PRIORITY) or (kind not in STAGE_KINDS and any(
                 n.kind in STAGE_KINDS for n in nodes.values())),
         )
