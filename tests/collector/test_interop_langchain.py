@@ -124,6 +124,28 @@ def test_a_nested_compression_retriever_gives_the_base_pool_every_time(lc: Colle
         assert ids(rec.context) == compressed and rec.context_source == "prompt"
 
 
+class Scored(BaseRetriever):
+    """A vector store's retriever as LangChain's return them with scores: each similarity in the
+    document's metadata (``similarity_search_with_relevance_scores`` callers put it there), the last
+    document without one."""
+
+    names: list[str]
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+        docs = documents(self.names)
+        for i, d in enumerate(docs[:-1]):
+            d.metadata["score"] = round(0.9 - i / 20, 2)
+        return docs
+
+
+def test_document_scores_are_read_from_their_metadata(lc: Collector) -> None:
+    with instrumented(lc, "lc-scores") as (tp, seen):
+        (tid,) = lc.traced(tp, seen, lambda: rag(Scored(names=NAMES), GOOD).invoke(QUERY))
+    rec = lc.record(tid)
+    assert ids(rec.retrieved) == NAMES
+    assert [d.score for d in rec.retrieved] == [round(0.9 - i / 20, 2) for i in range(len(NAMES) - 1)] + [None]
+
+
 def test_a_multi_key_input_gives_the_query_not_its_json(lc: Collector, monkeypatch: pytest.MonkeyPatch) -> None:
     retriever = Fixed(names=NAMES)
     plain = ({"context": itemgetter("question") | retriever | fmt, "question": itemgetter("question")} | PROMPT

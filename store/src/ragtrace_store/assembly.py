@@ -43,6 +43,7 @@ records both as text.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -61,12 +62,14 @@ __all__ = [
     "INCOMPLETE_DROPPED",
     "INCOMPLETE_HOLES",
     "INCOMPLETE_MISSING",
+    "METADATA_SCORE_KEYS",
     "STAGE_KINDS",
     "Assembled",
     "SpanNode",
     "StageList",
     "assemble_query",
     "document_id_from_metadata",
+    "document_score_from_metadata",
     "llm_output_text",
     "prompt_texts",
     "query_input_keys",
@@ -206,6 +209,30 @@ def document_id_from_metadata(doc_id: str, metadata: str) -> str:
             if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
                 return str(value)
     return doc_id
+
+
+#: keys of a document's metadata that hold its score when none was sent: LangChain retrievers put
+#: their similarity there (``Document.metadata["score"]``), its rerankers and compressors their
+#: ``relevance_score``
+METADATA_SCORE_KEYS = ("score", "relevance_score")
+
+
+def document_score_from_metadata(score: float | None, metadata: str) -> float | None:
+    """A document's score: the sent ``document.score``, else a finite number under a
+    `METADATA_SCORE_KEYS` key of its metadata JSON (OpenInference's LangChain instrumentor exports a
+    ``Document``'s metadata and no score of its own), else None."""
+    if score is not None or not metadata or not metadata.startswith("{"):
+        return score
+    try:
+        meta = orjson.loads(metadata)
+    except orjson.JSONDecodeError:
+        return None
+    if isinstance(meta, dict):
+        for key in METADATA_SCORE_KEYS:
+            value = meta.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+                return float(value)
+    return None
 
 
 def _interleave(lists: Sequence[Sequence[DocumentRef]]) -> tuple[DocumentRef, ...]:

@@ -19,6 +19,7 @@ from ragtrace_store.assembly import (
     StageList,
     assemble_query,
     document_id_from_metadata,
+    document_score_from_metadata,
     query_input_keys,
 )
 from ragtrace_store.clock import as_utc
@@ -266,7 +267,8 @@ def _stage_lists(rows: list[tuple[Any, ...]], with_content: bool, texts: dict[st
         if not out or out[-1].span_id != r[2]:
             out.append(StageList(r[2], r[10], (), None))
         content = (r[7] or None) if with_content else texts.get(r[6])
-        doc = DocumentRef(id=document_id_from_metadata(r[4], r[8]), rank=int(r[3]), score=r[5], content_hash=r[6],
+        doc = DocumentRef(id=document_id_from_metadata(r[4], r[8]), rank=int(r[3]),
+                          score=document_score_from_metadata(r[5], r[8]), content_hash=r[6],
                           content=content, metadata=r[8])
         last = out[-1]
         out[-1] = replace(last, docs=(*last.docs, doc), top_k=last.top_k if last.top_k is not None else
