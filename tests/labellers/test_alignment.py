@@ -77,10 +77,11 @@ def test_the_labeller_fills_alignment_from_the_claims_local_evidence(offline) ->
 
 def test_a_model_without_alignment_columns_needs_no_token_states(embedder) -> None:  # type: ignore[no-untyped-def]
     # an artefact fitted on fewer columns (offline-8's 21) is read by name; nothing computes what it does not use
-    from ragtrace_evaluator.labellers.offline import FEATURES, OfflineGroundingLabeller
+    from ragtrace_evaluator.labellers.offline import FEATURES, NLI_FEATURES, OfflineGroundingLabeller
     from ragtrace_evaluator.labellers.support_model import parse_artefact
 
-    base = [f for f in FEATURES if f not in ALIGN_FEATURES]
+    # neither the alignment columns nor the entailment ones: this test must not need a built-in model either
+    base = [f for f in FEATURES if f not in ALIGN_FEATURES and f not in NLI_FEATURES]
     spec = {"format": 1, "formula_version": "test", "features": base,
             "model": {"kind": "logistic", "mean": [0.0] * len(base), "scale": [1.0] * len(base),
                       "coef": [1.0 if f == "coverage" else 0.0 for f in base], "intercept": 0.0},
