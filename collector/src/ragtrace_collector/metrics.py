@@ -102,7 +102,7 @@ class Metrics:
                     family.add_metric([v for _, v in key], value)
             yield family
         for name, help_text in _SUMMARIES.items():
-            count = sum(counters.get(f"{name}_count", {}).values())
+            count = int(sum(counters.get(f"{name}_count", {}).values()))
             total = sum(counters.get(f"{name}_sum", {}).values())
             yield SummaryMetricFamily(name, help_text, count_value=count, sum_value=total)
         for name, (help_text, read) in sorted(self._gauges.items()):
