@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from typing import Literal
 
 import orjson
@@ -23,7 +25,7 @@ from ragtrace_collector.app import BackgroundTask, Extension, TenantDep, create_
 from ragtrace_collector.metrics import Metrics
 from ragtrace_collector.otlp import JSON
 from ragtrace_collector.settings import CollectorSettings
-from ragtrace_store import DEFAULT_TENANT, Store
+from ragtrace_store import DEFAULT_TENANT, Store, utc_now
 
 log = logging.getLogger("ragtrace.collector")
 
@@ -139,20 +141,51 @@ def mount_audit_api(app: FastAPI, get_store: Callable[[], Store], settings: Coll
         return Response(orjson.dumps(report, default=str), media_type=JSON)
 
 
+#: seconds a periodic audit's window ends before the audit starts: an SDK exports a span up to 5 s
+#: after it ends (BatchSpanProcessor's default delay), the collector writes it within its batch interval
+WINDOW_SETTLE = 15.0
+
+
 def audit_loop(store: Store, settings: CollectorSettings, metrics: Metrics, stop: threading.Event) -> None:
-    """`ragtrace serve --audit-every`: audit a sample of each tenant's traces periodically."""
+    """`ragtrace serve --audit-every`: every interval, audit a sample of each tenant's traces of the
+    interval just past (`ragtrace_evaluator.audit.periodic`), judge its drift against the previous
+    window and the anchor, and expose the figures on /metrics (`AuditGauges`).
+
+    A window ends `WINDOW_SETTLE` before the audit starts (at most half an interval), so the traces
+    of its last seconds have reached the store. Windows follow one another without overlap: the first
+    after a start goes on from the newest window the store holds when that ended less than an
+    interval ago, else it covers one interval."""
     try:
-        from ragtrace_evaluator.audit.run import run_audit
+        from ragtrace_evaluator.audit.audit_gauges import AuditGauges
+        from ragtrace_evaluator.audit.periodic import run_periodic_audit
     except ImportError as exc:
         log.error("--audit-every needs the evaluator (%s): pip install 'ragtrace[evaluator]'", exc.name)
         return
     tenants = sorted(set(settings.tokens.values())) or [DEFAULT_TENANT]
+    gauges = AuditGauges(settings.audit_every)
+    metrics.register(gauges)
+    for tenant in tenants:
+        try:
+            gauges.restore(store, tenant)
+        except Exception:  # the metrics come back with the next audit
+            log.exception("could not read tenant %s's last audit window from the store", tenant)
+    every = timedelta(seconds=settings.audit_every)
+    settle = timedelta(seconds=min(WINDOW_SETTLE, settings.audit_every / 2))
     while not stop.wait(settings.audit_every):
         for tenant in tenants:
+            end = utc_now() - settle
+            start = end - every
+            previous_end = gauges.window_end(tenant)
+            if previous_end is not None and start < previous_end < end:
+                start = previous_end
             try:
-                report = run_audit(store, tenant=tenant, sample=settings.audit_sample)
-                metrics.inc("ragtrace_audit_runs_total", outcome="ok")
-                log.info("background audit of tenant %s: %s traces", tenant, report.get("n", "?"))
+                result = run_periodic_audit(store, tenant=tenant, start=start, end=end,
+                                            sample=settings.audit_sample)
+                gauges.update(result, succeeded_at=time.time())
+                metrics.inc("ragtrace_audit_runs_total", tenant=tenant, outcome="ok")
+                log.info("periodic audit of tenant %s, %s to %s: %d labelled traces in %d services",
+                         tenant, start.isoformat(), end.isoformat(), sum(c.labels for c in result.services),
+                         len(result.services))
             except Exception:
-                metrics.inc("ragtrace_audit_runs_total", outcome="error")
-                log.exception("background audit of tenant %s failed", tenant)
+                metrics.inc("ragtrace_audit_runs_total", tenant=tenant, outcome="error")
+                log.exception("periodic audit of tenant %s failed", tenant)

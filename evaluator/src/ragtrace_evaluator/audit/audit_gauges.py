@@ -73,6 +73,12 @@ class AuditGauges:
             self._results[result.tenant] = result
             self._last_success[result.tenant] = succeeded_at if succeeded_at is not None else _ts(result.audited_at)
 
+    def window_end(self, tenant: str) -> datetime | None:
+        """The end of the tenant's newest window shown (None before its first)."""
+        with self._lock:
+            result = self._results.get(tenant)
+        return result.end if result else None
+
     def restore(self, store: Store, tenant: str) -> bool:
         """Show the tenant's newest stored window again (after a restart, before the next audit);
         False when the store holds none."""
