@@ -40,6 +40,8 @@ COMMANDS: dict[str, Command] = {
                        "trec_eval-compatible retrieval metrics on qrels + run files"),
     "compare": Command("ragtrace_cli.commands.compare:compare_main", "evaluator",
                        "compare two releases with paired statistics and gates"),
+    "anchor": Command("ragtrace_cli.commands.anchor:anchor_main", "collector",
+                      "pin the release or time window periodic audits judge drift against"),
     "demo": Command("ragtrace_examples.demo:demo_main", "examples",
                     "run the end-to-end demo on the embedded store"),
 }

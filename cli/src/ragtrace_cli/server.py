@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Literal
 
 import orjson
@@ -32,7 +32,7 @@ log = logging.getLogger("ragtrace.collector")
 
 def build_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | None = None) -> FastAPI:
     """The `ragtrace serve` app for ``store`` (which the caller opened and closes)."""
-    extensions: list[Extension] = [mount_audit_api]
+    extensions: list[Extension] = [mount_audit_api, mount_anchor_api]
     background: list[BackgroundTask] = [audit_loop] if settings.audit_every > 0 else []
     try:
         from ragtrace_review import web as review_web
@@ -144,6 +144,70 @@ def mount_audit_api(app: FastAPI, get_store: Callable[[], Store], settings: Coll
 #: seconds a periodic audit's window ends before the audit starts: an SDK exports a span up to 5 s
 #: after it ends (BatchSpanProcessor's default delay), the collector writes it within its batch interval
 WINDOW_SETTLE = 15.0
+
+
+#: the largest `POST /api/anchor` body
+ANCHOR_BODY_MAX_BYTES = 8 * 1024
+
+
+def mount_anchor_api(app: FastAPI, get_store: Callable[[], Store], settings: CollectorSettings) -> None:
+    """The caller's tenant's drift anchors through the serving process (`ragtrace anchor --server`):
+    ``GET /api/anchor`` lists them; ``POST /api/anchor`` sets one from ``{"service", "release"}`` or
+    ``{"service", "from", "to"}`` (ISO 8601 with a zone); ``POST /api/anchor/clear`` with
+    ``{"service"}`` clears one. Refusals are 400 with what to give instead."""
+    from ragtrace_store.anchors import AnchorError, clear_anchor, list_anchors, set_anchor
+
+    store = get_store()
+
+    async def body_of(request: Request, allowed: set[str]) -> dict[str, str]:
+        raw = b""
+        async for chunk in request.stream():
+            raw += chunk
+            if len(raw) > ANCHOR_BODY_MAX_BYTES:
+                raise AnchorError(f"anchor body over {ANCHOR_BODY_MAX_BYTES} bytes")
+        try:
+            data = orjson.loads(raw or b"{}")
+        except orjson.JSONDecodeError as exc:
+            raise AnchorError(f"body must be a JSON object: {exc}") from None
+        if not isinstance(data, dict) or any(not isinstance(v, str) for v in data.values()):
+            raise AnchorError(f"body must be a JSON object of strings with the keys {sorted(allowed)}")
+        unknown = sorted(set(data) - allowed)
+        if unknown:
+            raise AnchorError(f"unknown keys {unknown}; allowed: {sorted(allowed)}")
+        return data
+
+    def when(data: dict[str, str], key: str) -> datetime | None:
+        if key not in data:
+            return None
+        try:
+            return datetime.fromisoformat(data[key])
+        except ValueError:
+            raise AnchorError(f"{key} {data[key][:60]!r} is not an ISO 8601 time, e.g. 2026-05-01T00:00Z") from None
+
+    @app.get("/api/anchor")
+    def anchors(tenant: TenantDep) -> Response:
+        return Response(orjson.dumps([a.to_json() for a in list_anchors(store, tenant=tenant)]), media_type=JSON)
+
+    @app.post("/api/anchor")
+    async def set_one(request: Request, tenant: TenantDep) -> Response:
+        try:
+            data = await body_of(request, {"service", "release", "from", "to"})
+            anchor = await run_in_threadpool(lambda: set_anchor(
+                store, tenant=tenant, service=data.get("service", ""), release=data.get("release"),
+                start=when(data, "from"), end=when(data, "to")))
+        except AnchorError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        return Response(orjson.dumps(anchor.to_json()), media_type=JSON)
+
+    @app.post("/api/anchor/clear")
+    async def clear_one(request: Request, tenant: TenantDep) -> Response:
+        try:
+            data = await body_of(request, {"service"})
+        except AnchorError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        service = data.get("service", "")
+        cleared = await run_in_threadpool(lambda: clear_anchor(store, tenant=tenant, service=service))
+        return JSONResponse({"service": service, "cleared": cleared})
 
 
 def audit_loop(store: Store, settings: CollectorSettings, metrics: Metrics, stop: threading.Event) -> None:
