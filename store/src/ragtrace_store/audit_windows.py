@@ -111,13 +111,14 @@ def window_counts(store: Store, *, tenant: str, manifest_id: str, since: datetim
     return _count(store, TraceFilter(tenant=tenant, since=since, until=until), manifest_id, by_release=True)
 
 
-def reference_counts(store: Store, *, tenant: str, manifest_id: str, service: str, release: str | None = None,
-                     since: datetime | None = None, until: datetime | None = None) -> WindowCounts:
-    """``service``'s newest labels under the manifest, pooled: of ``release`` (at any time) or of the
-    traces in [``since``, ``until``) (every release). An anchor's counts."""
+def reference_counts(store: Store, *, tenant: str, manifest_id: str, service: str | None,
+                     release: str | None = None, since: datetime | None = None,
+                     until: datetime | None = None) -> WindowCounts:
+    """``service``'s (None: every service's) newest labels under the manifest, pooled: of ``release``
+    (at any time) or of the traces in [``since``, ``until``) (every release). An anchor's counts."""
     found = _count(store, TraceFilter(tenant=tenant, service=service, release=release, since=since, until=until),
                    manifest_id, by_release=False)
-    return pooled(found, service=service)
+    return pooled(found, service=service or "")
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ Same login, tenant and Content-Security-Policy as ``/review``. Numbers come from
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -18,9 +18,10 @@ from markupsafe import Markup
 
 from ragtrace_review.deps import RendererDep, SessionDep, StoreDep
 from ragtrace_review.errors import ReviewError
+from ragtrace_review.explorer.drift_view import VERDICT_WORDS, AnchorRates, anchor_rates, drift_rows
 from ragtrace_review.explorer.filters import blank, check_manifest, time_window
 from ragtrace_review.explorer.series import BUCKETS, Bucket, Mean, Rate, Series, dashboard_series
-from ragtrace_review.explorer.svgplot import Line, Point, chart, nice_top
+from ragtrace_review.explorer.svgplot import Line, Point, Reference, chart, nice_top
 from ragtrace_review.explorer.trace_list import filter_options, list_manifests, utc_iso
 from ragtrace_review.links import DASHBOARD, TRACES, url
 from ragtrace_store import FAILURE_MODES
@@ -58,8 +59,9 @@ def _mean_title(release: str, when: str, m: Mean) -> str:
     return f"{release} · {when}: mean groundedness {m.value:.2f} ({ci}, n={m.n}). Click: the bucket's traces"
 
 
-def panels(series: Series, link: Callable[..., str]) -> list[Panel]:
-    """One chart per statistic; ``link(bucket, **filters)`` is the /traces URL of a point."""
+def panels(series: Series, link: Callable[..., str], anchors: Sequence[AnchorRates] = ()) -> list[Panel]:
+    """One chart per statistic; ``link(bucket, **filters)`` is the /traces URL of a point; each of
+    ``anchors`` is a dashed reference line on the failure-mode charts."""
     css = {r: f"series-{i % N_COLOURS}" for i, r in enumerate(series.releases)}
     hourly = series.bucket == "hour"
     fmt = "%Y-%m-%d %H:00" if hourly else "%Y-%m-%d"
@@ -77,11 +79,15 @@ def panels(series: Series, link: Callable[..., str]) -> list[Panel]:
             out.append(Line(rel, css[rel], tuple(pts)))
         return out
 
-    def draw(key: str, title: str, hint: str, ls: list[Line], percent: bool = True, top: float | None = None) -> Panel:
-        highs = [p.high if p.high is not None else p.y for ln in ls for p in ln.points]
+    def draw(key: str, title: str, hint: str, ls: list[Line], percent: bool = True, top: float | None = None,
+             refs: Sequence[Reference] = ()) -> Panel:
+        highs = [p.high if p.high is not None else p.y for ln in ls for p in ln.points] + [r.y for r in refs]
         y_top = top if top is not None else nice_top(highs)
         return Panel(key, title, hint, chart(ls, starts=series.starts, step=series.step, label=title, y_top=y_top,
-                                             percent=percent, hourly=hourly))
+                                             percent=percent, hourly=hourly, references=refs))
+
+    def anchor_lines(mode: str) -> list[Reference]:
+        return [Reference(y, a.title(mode)) for a in anchors if (y := a.rate(mode)) is not None]
 
     def mode_point(mode: str) -> Callable[[Bucket], tuple[float | None, float | None, float | None, str, str]]:
         name = mode.replace("_", " ")
@@ -93,8 +99,9 @@ def panels(series: Series, link: Callable[..., str]) -> list[Panel]:
                     link(b, mode=mode))
         return pick
 
-    out = [draw(f"mode-{mode}", f"{mode.replace('_', ' ')} rate", "share of complete labelled traces",
-                lines(mode_point(mode))) for mode in FAILURE_MODES]
+    out = [draw(f"mode-{mode}", f"{mode.replace('_', ' ')} rate", "share of complete labelled traces"
+                + (" · dashed: the anchor" if anchors else ""), lines(mode_point(mode)), refs=anchor_lines(mode))
+           for mode in FAILURE_MODES]
     if any(b.incomplete.k for b in series.buckets):  # shown only where the audit found any
         out.append(draw("incomplete", "incomplete", "share of labelled traces that lost attributes or a stage "
                         "(no failure mode)", lines(
@@ -129,6 +136,7 @@ def dashboard_page(request: Request, session: SessionDep, store: StoreDep, rende
     manifests = list_manifests(store, tenant)
     manifest = raw["manifest"] or (manifests[0].manifest_id if manifests else None)
     error, series = None, None
+    anchors: list[AnchorRates] = []
     since: datetime | None = None
     until: datetime | None = None
     try:
@@ -137,6 +145,7 @@ def dashboard_page(request: Request, session: SessionDep, store: StoreDep, rende
         series = dashboard_series(store, tenant=tenant, manifest_id=manifest, release=raw["release"],
                                   service=raw["service"], since=since, until=until,
                                   bucket=raw["bucket"] or "auto")
+        anchors = anchor_rates(store, tenant=tenant, manifest_id=manifest, service=raw["service"])
     except (ReviewError, ValueError) as exc:
         error = str(exc)
 
@@ -149,7 +158,9 @@ def dashboard_page(request: Request, session: SessionDep, store: StoreDep, rende
 
     return renderer.page(
         "dashboard.html", session, 400 if error else 200, error=error, series=series,
-        panels=panels(series, link) if series and series.buckets else [], params=raw,
+        panels=panels(series, link, anchors) if series and series.buckets else [], params=raw,
+        drift=drift_rows(store, tenant=tenant, manifest_id=manifest, service=raw["service"]), anchors=anchors,
+        verdict_words=VERDICT_WORDS,
         manifests=manifests, manifest=manifest, options=filter_options(store, tenant), buckets=BUCKETS,
         compare=latest_compare_report(store, tenant=tenant), n_colours=N_COLOURS, modes=FAILURE_MODES,
         pct=_pct)

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 
 from markupsafe import Markup, escape
 
-__all__ = ["Line", "Point", "chart", "nice_top"]
+__all__ = ["Line", "Point", "Reference", "chart", "nice_top"]
 
 WIDTH, HEIGHT = 620, 220
 _LEFT, _RIGHT, _TOP, _BOTTOM = 46, 12, 10, 28
@@ -44,6 +44,14 @@ class Line:
     points: tuple[Point, ...]
 
 
+@dataclass(frozen=True)
+class Reference:
+    """A horizontal reference line (a drift anchor's rate) with what it is, shown on hover."""
+
+    y: float
+    title: str
+
+
 def nice_top(values: Sequence[float | None]) -> float:
     """The smallest of 2%, 4%, 10%, 20%, 40%, 100% at or above every value (a rare mode's rate
     stays readable instead of hugging the axis)."""
@@ -56,8 +64,10 @@ def _fmt(v: float) -> str:
 
 
 def chart(lines: Sequence[Line], *, starts: Sequence[datetime], step: timedelta, label: str,
-          y_top: float = 1.0, percent: bool = True, hourly: bool = False) -> Markup:
-    """An SVG line chart of ``lines`` over the bucket ``starts`` (sorted), y from 0 to ``y_top``."""
+          y_top: float = 1.0, percent: bool = True, hourly: bool = False,
+          references: Sequence[Reference] = ()) -> Markup:
+    """An SVG line chart of ``lines`` over the bucket ``starts`` (sorted), y from 0 to ``y_top``, with
+    ``references`` drawn as dashed horizontal lines across it."""
     w, h = WIDTH - _LEFT - _RIGHT, HEIGHT - _TOP - _BOTTOM
     n = max(len(starts), 1)
     slot = w / n
@@ -88,6 +98,10 @@ def chart(lines: Sequence[Line], *, starts: Sequence[datetime], step: timedelta,
         out.append(f'<text class="tick" x="{_fmt(_LEFT + slot * (i + 0.5))}" y="{HEIGHT - 8}" '
                    f'text-anchor="middle">{escape(text)}</text>')
     out.append(f'<line class="axis" x1="{_LEFT}" x2="{WIDTH - _RIGHT}" y1="{_fmt(y_of(0))}" y2="{_fmt(y_of(0))}"/>')
+    for ref in references:
+        y = _fmt(y_of(ref.y))
+        out.append(f'<g class="reference"><title>{escape(ref.title)}</title>'
+                   f'<line x1="{_LEFT}" x2="{WIDTH - _RIGHT}" y1="{y}" y2="{y}"/></g>')
     for li, line in enumerate(lines):
         pts = sorted(line.points, key=lambda p: p.x)
         # consecutive buckets are joined; a gap (a bucket without labels) breaks the line
