@@ -227,7 +227,7 @@ def audit_loop(store: Store, settings: CollectorSettings, metrics: Metrics, stop
         return
     tenants = sorted(set(settings.tokens.values())) or [DEFAULT_TENANT]
     gauges = AuditGauges(settings.audit_every)
-    metrics.register(gauges)
+    metrics.register_rendered(gauges.exposition)
     for tenant in tenants:
         try:
             gauges.restore(store, tenant)

@@ -57,6 +57,7 @@ class Metrics:
         self._gauges: dict[str, tuple[str, Callable[[], float]]] = {}
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_Own(self))
+        self._rendered: list[Callable[[], bytes]] = []
 
     def inc(self, name: str, value: float = 1.0, **labels: str) -> None:
         """Add ``value`` to counter ``name`` (a `COUNTERS` name, or ``<summary>_sum`` / ``_count``)."""
@@ -79,9 +80,15 @@ class Metrics:
         """Expose ``collector``'s families too (a ``prometheus_client`` collector: ``collect()``)."""
         self.registry.register(collector)
 
+    def register_rendered(self, exposition: Callable[[], bytes]) -> None:
+        """Append ``exposition()`` (families in the text format, rendered by ``prometheus_client`` when
+        they last changed, none of them named like another's) to every scrape: for many series that
+        change seldom, whose rendering would cost every scrape."""
+        self._rendered.append(exposition)
+
     def render(self) -> str:
         """The exposition of everything registered, in the text format `CONTENT_TYPE` names."""
-        return generate_latest(self.registry).decode("utf-8")
+        return b"".join([generate_latest(self.registry), *(render() for render in self._rendered)]).decode("utf-8")
 
     # --- what `_Own` exposes --------------------------------------------------------------------
     def _families(self) -> Iterator[Metric]:

@@ -16,6 +16,11 @@ and labels (docs/production-metrics.md):
 
 A rate whose n is 0 is NaN (undefined), never 0: a comparison with NaN is false in PromQL, so no
 alert fires on it.
+
+The figures change only when an audit ends, so their exposition is rendered then, on the audit's
+thread, and a scrape copies the text (`exposition`; `Metrics.register_rendered`): at the cardinality
+bound the families are thousands of series, whose rendering would otherwise cost every scrape
+~100 ms on this project's 2-core machine (benchmarks/audit_metrics.py).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime
 
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from ragtrace_evaluator.audit.drift import BOUNDARIES
@@ -67,11 +73,22 @@ class AuditGauges:
         self._lock = threading.Lock()
         self._results: dict[str, WindowResult] = {}
         self._last_success: dict[str, float] = {}
+        self._registry = CollectorRegistry(auto_describe=False)
+        self._registry.register(self)
+        self._text = generate_latest(self._registry)
+
+    def exposition(self) -> bytes:
+        """The gauges in the Prometheus text format, as rendered when the newest audit ended."""
+        return self._text
+
+    def _rendered(self) -> None:
+        self._text = generate_latest(self._registry)
 
     def update(self, result: WindowResult, *, succeeded_at: float | None = None) -> None:
         with self._lock:
             self._results[result.tenant] = result
             self._last_success[result.tenant] = succeeded_at if succeeded_at is not None else _ts(result.audited_at)
+        self._rendered()
 
     def window_end(self, tenant: str) -> datetime | None:
         """The end of the tenant's newest window shown (None before its first)."""
@@ -96,6 +113,7 @@ class AuditGauges:
             if tenant not in self._results:  # an audit that finished meanwhile is newer
                 self._results[tenant] = result
                 self._last_success[tenant] = _ts(result.audited_at)
+        self._rendered()
         return True
 
     def collect(self) -> Iterator[Metric]:

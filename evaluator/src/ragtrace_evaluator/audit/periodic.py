@@ -40,7 +40,7 @@ from ragtrace_store.drift_verdicts import DriftVerdict, save_drift
 __all__ = ["DEFAULT_RELEASES", "DEFAULT_SERVICES", "Limits", "WindowResult", "judge_window", "run_periodic_audit"]
 
 #: the newest releases of a service, and the newest services of a tenant, that become metrics
-DEFAULT_RELEASES = 10
+DEFAULT_RELEASES = 5
 DEFAULT_SERVICES = 20
 
 
