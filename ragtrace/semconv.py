@@ -101,6 +101,21 @@ ANNOTATES_TRACE_ID: Final = "ragtrace.annotates.trace_id"  # 32 hex chars
 ANNOTATION_KIND: Final = "ragtrace.annotation.kind"  # "gold" | "feedback"
 SDK_VERSION: Final = "ragtrace.sdk.version"
 
+# --- evaluation events (OpenTelemetry GenAI semantic conventions) -----------------------------
+# Written by `ragtrace serve --export-labels URL` (never by the SDK): each label an audit writes goes
+# out as an OTLP log record whose event name is EVALUATION_RESULT_EVENT, carrying the trace id and
+# span id of the query it judged, so a tracing backend shows it beside that trace. Its resource is
+# the judged trace's service (SERVICE_NAME, SERVICE_VERSION = its release); QUERY_ID names the query.
+EVALUATION_RESULT_EVENT: Final = "gen_ai.evaluation.result"
+GEN_AI_EVALUATION_NAME: Final = "gen_ai.evaluation.name"  # what was judged, e.g. "ragtrace.failure_mode"
+GEN_AI_EVALUATION_SCORE_VALUE: Final = "gen_ai.evaluation.score.value"  # a number, when the label has one
+GEN_AI_EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"  # a low-cardinality verdict
+GEN_AI_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"  # free text: why
+# ragtrace: the labeller manifest the label was made under (`ragtrace_evaluator.manifest`)
+EVALUATION_MANIFEST_ID: Final = "ragtrace.labeller.manifest_id"
+EVALUATION_CONFIDENCE: Final = "ragtrace.evaluation.confidence"  # the labeller's confidence in [0, 1]
+EVALUATION_TENANT: Final = "ragtrace.tenant"  # the tenant whose trace was judged
+
 # --- HTTP (OpenTelemetry semantic conventions), set by the ASGI middleware --------------------
 HTTP_ROUTE: Final = "http.route"
 HTTP_REQUEST_METHOD: Final = "http.request.method"

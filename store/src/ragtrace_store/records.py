@@ -72,6 +72,9 @@ class TraceRecord:
     #: the other roots that ``read_traces(include_all=True)`` also returns
     is_query: bool = True
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    #: the span id of the trace's root (the span its query and answer are read from); what labels
+    #: exported as evaluation events attach to ('' when unknown)
+    root_span_id: str = ""
 
     def as_json(self, *, with_content: bool = False) -> dict[str, Any]:
         """The object `ragtrace traces --json` prints (and `GET /api/traces` returns) for this trace."""

@@ -188,6 +188,7 @@ def _assemble(store: Store, tenant: str, roots: list[tuple[Any, ...]], with_cont
             # the rule `ragtrace_store.query_roots` keeps at ingest
             is_query=priority in (0, SDK_ROOT_PRIORITY) or (kind not in STAGE_KINDS and any(
                 n.kind in STAGE_KINDS for n in nodes.values())),
+            root_span_id=span_id,
         )
 
 

@@ -42,6 +42,7 @@ from ragtrace_store import (
     LabelRecord,
     SamplePlan,
     TraceFilter,
+    TraceRecord,
     as_utc,
     parse_time_bound,
     read_gold_spans,
@@ -267,6 +268,7 @@ def run_audit(
     relevance: RelevanceLabeller | None = None,
     return_records: bool = False,
     sampler: int = SAMPLER_VERSION,
+    on_labels: Callable[[Sequence[LabelRecord], Sequence[TraceRecord]], None] | None = None,
 ) -> dict[str, Any]:
     """Audit the sampled traces; returns the JSON summary report (see `ragtrace_evaluator.audit.summary.summarise`).
 
@@ -274,7 +276,9 @@ def run_audit(
     ones included. ``resume=False`` relabels traces already labelled under the same manifest.
     ``return_records=True`` adds them to the report under ``records`` (for `ragtrace audit --server`).
     ``sampler`` is the sampler version (`ragtrace_store.SAMPLERS`; 1 reproduces the
-    sample of a manifest that names no sampler).
+    sample of a manifest that names no sampler). ``on_labels`` is called after each batch of labels
+    is written, with those labels and the trace records they were made from (`ragtrace serve
+    --export-labels` sends them on); it runs on the audit's thread, so it must not wait.
     """
     started = time.perf_counter()
     since_dt, until_dt = parse_time(since, "since"), parse_time(until, "until")
@@ -326,6 +330,8 @@ def run_audit(
             out = label_batch(records, grounding=grounding, relevance=relevance, sources=sources, spans=spans,
                               manifest_id=mid)
             write_labels(store, out, tenant=tenant, trace_times={r.trace_id: r.start_time for r in records})
+            if on_labels is not None:
+                on_labels(out, records)
             new.update({o.trace_id: o for o in out})
             label_seconds += time.perf_counter() - t0
             bar.update(len(ids))
