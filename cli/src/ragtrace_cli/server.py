@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from functools import partial, update_wrapper
 from typing import Literal
 
 import orjson
@@ -21,6 +22,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
+from ragtrace_cli.label_export import LabelExport, label_export
 from ragtrace_collector.app import BackgroundTask, Extension, TenantDep, create_app
 from ragtrace_collector.metrics import Metrics
 from ragtrace_collector.otlp import JSON
@@ -32,8 +34,15 @@ log = logging.getLogger("ragtrace.collector")
 
 def build_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | None = None) -> FastAPI:
     """The `ragtrace serve` app for ``store`` (which the caller opened and closes)."""
-    extensions: list[Extension] = [mount_audit_api, mount_anchor_api]
-    background: list[BackgroundTask] = [audit_loop] if settings.audit_every > 0 else []
+    metrics = metrics or Metrics()
+    # --export-labels: every audit below hands its labels to the one exporter (ragtrace_cli.label_export)
+    export = label_export(settings, metrics)
+    extensions: list[Extension] = [update_wrapper(partial(mount_audit_api, export=export), mount_audit_api),
+                                   mount_anchor_api]
+    background: list[BackgroundTask] = (
+        [update_wrapper(partial(audit_loop, export=export), audit_loop)] if settings.audit_every > 0 else [])
+    if export is not None:
+        background.append(export.close_when_stopped)
     try:
         from ragtrace_review import web as review_web
     except ImportError as exc:
@@ -113,9 +122,10 @@ def audit_options(body: bytes, enabled: Sequence[str]) -> AuditOptions:
     return options
 
 
-def mount_audit_api(app: FastAPI, get_store: Callable[[], Store], settings: CollectorSettings) -> None:
+def mount_audit_api(app: FastAPI, get_store: Callable[[], Store], settings: CollectorSettings, *,
+                    export: LabelExport | None = None) -> None:
     """``POST /api/audit``: run an audit of the caller's tenant inside the serving process (the
-    only process that may open an embedded store while it serves)."""
+    only process that may open an embedded store while it serves); its labels go to ``export`` too."""
     store = get_store()
 
     @app.post("/api/audit")
@@ -135,7 +145,8 @@ def mount_audit_api(app: FastAPI, get_store: Callable[[], Store], settings: Coll
         except AuditOptionsError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         try:
-            report = await run_in_threadpool(lambda: run_audit(store, tenant=tenant, **options.model_dump()))
+            report = await run_in_threadpool(lambda: run_audit(
+                store, tenant=tenant, on_labels=export.hand_over(tenant) if export else None, **options.model_dump()))
         except ValueError as exc:  # AuditError: what to change
             return JSONResponse({"error": str(exc)}, status_code=400)
         return Response(orjson.dumps(report, default=str), media_type=JSON)
@@ -210,7 +221,8 @@ def mount_anchor_api(app: FastAPI, get_store: Callable[[], Store], settings: Col
         return JSONResponse({"service": service, "cleared": cleared})
 
 
-def audit_loop(store: Store, settings: CollectorSettings, metrics: Metrics, stop: threading.Event) -> None:
+def audit_loop(store: Store, settings: CollectorSettings, metrics: Metrics, stop: threading.Event, *,
+               export: LabelExport | None = None) -> None:
     """`ragtrace serve --audit-every`: every interval, audit a sample of each tenant's traces of the
     interval just past (`ragtrace_evaluator.audit.periodic`), judge its drift against the previous
     window and the anchor, and expose the figures on /metrics (`AuditGauges`).
@@ -244,7 +256,8 @@ def audit_loop(store: Store, settings: CollectorSettings, metrics: Metrics, stop
                 start = previous_end
             try:
                 result = run_periodic_audit(store, tenant=tenant, start=start, end=end,
-                                            sample=settings.audit_sample)
+                                            sample=settings.audit_sample,
+                                            on_labels=export.hand_over(tenant) if export else None)
                 gauges.update(result, succeeded_at=time.time())
                 metrics.inc("ragtrace_audit_runs_total", tenant=tenant, outcome="ok")
                 log.info("periodic audit of tenant %s, %s to %s: %d labelled traces in %d services",

@@ -40,6 +40,7 @@ ENV_MAX_CONNECTIONS = "RAGTRACE_MAX_CONNECTIONS"
 ENV_AUDIT_LABELLERS = "RAGTRACE_AUDIT_LABELLERS"  # "offline,nli:/models/deberta"
 ENV_ALLOWED_HOSTS = "RAGTRACE_ALLOWED_HOSTS"  # "collector.internal,10.0.0.5" or "*"
 ENV_ADMIN_TOKEN = "RAGTRACE_ADMIN_TOKEN"
+ENV_EXPORT_LABELS = "RAGTRACE_EXPORT_LABELS"  # "http://otel-collector:4318"
 
 #: settings whose value is never repeated in an error message
 _SECRETS = frozenset({"tokens", "review_secret", "admin_token"})
@@ -151,6 +152,10 @@ class CollectorSettings:
     #: configured ($RAGTRACE_ADMIN_TOKEN); unset, that API is closed and reviewers are managed with
     #: direct store access (`ragtrace reviewers ... --store`)
     admin_token: str = ""
+    #: the OTLP/HTTP receiver every label the server's audits write is also sent to, as an
+    #: OpenTelemetry evaluation event on its trace ($RAGTRACE_EXPORT_LABELS; empty: none). Checked
+    #: by the evaluator's label export, which the collector does not import
+    export_labels: str = ""
 
     def __post_init__(self) -> None:
         positive = ("max_body_bytes", "spool_max_bytes", "batch_max_spans", "queue_max_bytes", "audit_sample",
@@ -216,6 +221,7 @@ class CollectorSettings:
             "audit_labellers": (ENV_AUDIT_LABELLERS, parse_names),
             "allowed_hosts": (ENV_ALLOWED_HOSTS, parse_names),
             "admin_token": (ENV_ADMIN_TOKEN, str),
+            "export_labels": (ENV_EXPORT_LABELS, str),
         }
         for name, (var, parse) in readers.items():
             raw = env.get(var)

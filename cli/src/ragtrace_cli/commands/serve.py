@@ -53,6 +53,9 @@ def serve_main(argv: list[str]) -> int:
     p.add_argument("--audit-sample", type=int, help="traces per background audit (default 200)")
     p.add_argument("--audit-labellers", help="labeller names POST /api/audit may ask for, comma-separated "
                    "($RAGTRACE_AUDIT_LABELLERS; default: offline)")
+    p.add_argument("--export-labels", metavar="URL",
+                   help="also send every label the audits write to this OTLP/HTTP receiver, as OpenTelemetry "
+                        "evaluation events on their traces (e.g. http://otel-collector:4318; $RAGTRACE_EXPORT_LABELS)")
     p.add_argument("--cluster", help="ClickHouse cluster name: apply the clustered schema ($RAGTRACE_CLUSTER)")
     p.add_argument("--ingest-workers", type=int,
                    help="helper processes that decode and assemble requests (default 0: in this process; "
@@ -74,10 +77,12 @@ def serve_main(argv: list[str]) -> int:
             audit_every=parse_duration(a.audit_every) if a.audit_every else None, audit_sample=a.audit_sample,
             cluster=a.cluster, ingest_workers=a.ingest_workers,
             allowed_hosts=parse_names(a.allowed_hosts) if a.allowed_hosts else None,
-            audit_labellers=parse_names(a.audit_labellers) if a.audit_labellers else None)
+            audit_labellers=parse_names(a.audit_labellers) if a.audit_labellers else None,
+            export_labels=a.export_labels)
     except ValueError as exc:
         p.error(str(exc))
     _check_audit_labellers(p, settings.audit_labellers)
+    _check_export_labels(p, settings.export_labels)
     try:  # else uvicorn says "Name or service not known" only after the store was opened and migrated
         socket.getaddrinfo(settings.host, settings.port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
@@ -149,3 +154,18 @@ def _check_audit_labellers(p: argparse.ArgumentParser, names: tuple[str, ...]) -
             check_labeller_name(name)
         except AuditError as exc:
             p.error(f"--audit-labellers / $RAGTRACE_AUDIT_LABELLERS: {exc}")
+
+
+def _check_export_labels(p: argparse.ArgumentParser, url: str) -> None:
+    """A receiver URL that could never be sent to stops the start, not every audit after it."""
+    if not url:
+        return
+    try:
+        from ragtrace_evaluator.label_export import LabelExportError, logs_endpoint
+    except ImportError as exc:
+        p.error(f"--export-labels / $RAGTRACE_EXPORT_LABELS needs the evaluator ({exc.name}): "
+                "pip install 'ragtrace[evaluator]'")
+    try:
+        logs_endpoint(url)
+    except LabelExportError as exc:
+        p.error(str(exc).replace("--export-labels", "--export-labels / $RAGTRACE_EXPORT_LABELS", 1))
