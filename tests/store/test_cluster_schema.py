@@ -259,7 +259,9 @@ def test_sharding_keys_and_replication_paths_are_unchanged() -> None:
         "gold_spans": "cityHash64(query_id)",
         **{t: by_trace for t in ("query_roots", "stage_traces", "other_roots")},
         **{t: "cityHash64(tenant)" for t in ("reviewers", "review_sessions", "review_queues", "review_items",
-                                             "review_assignments", "review_decisions", "compare_reports")},
+                                             "review_assignments", "review_decisions", "compare_reports",
+                                             # the periodic audits' windows, drift and anchors (0012)
+                                             "anchors", "audit_windows", "drift_verdicts")},
     }
     assert paths == {t: f"/clickhouse/tables/{{shard}}/{{db}}/{t}" for t in keys}
 
