@@ -39,13 +39,18 @@ def test_periodic_audit_rates_on_metrics(tmp_path: Path) -> None:
     with log_path.open("w") as log:
         proc = subprocess.Popen([RAGTRACE, "serve", "--store", str(store), "--port", str(port), "--tokens",
                                  f"{TOKEN}=acme", "--no-fsync", "--batch-interval", "0.1s", "--log-level", "warning",
-                                 "--audit-every", "4s"], cwd=REPO, env=_env(), stdout=log, stderr=subprocess.STDOUT)
+                                 "--audit-every", "4s", "--audit-metric-releases", "1"],
+                                cwd=REPO, env=_env(), stdout=log, stderr=subprocess.STDOUT)
         try:
             otlp.wait_until_ready(url, proc, log_path, timeout=60, token=TOKEN)
+            # an older release first (its spans start earlier), then the one the bound keeps
+            older = [s for tr in scenario("old").values() for s in _spec(os.urandom(16).hex(), tr).spans()]  # type: ignore[attr-defined]
+            time.sleep(0.002)  # the two sets within one window, the older one's spans earlier
             traces = scenario("met")
             spans = [s for tr in traces.values() for s in _spec(os.urandom(16).hex(), tr).spans()]  # type: ignore[attr-defined]
-            body = otlp.request(spans, service="qa", release="r-metrics").SerializeToString()
-            sent = httpx.post(f"{url}/v1/traces", content=body, timeout=30,
+            request = otlp.request(older, service="qa", release="r-old")
+            request.resource_spans.extend(otlp.request(spans, service="qa", release="r-metrics").resource_spans)
+            sent = httpx.post(f"{url}/v1/traces", content=request.SerializeToString(), timeout=30,
                               headers={"Content-Type": "application/x-protobuf", "Authorization": f"Bearer {TOKEN}"})
             assert sent.status_code == 200, sent.text
             deadline = time.monotonic() + 180
@@ -92,3 +97,6 @@ def test_periodic_audit_rates_on_metrics(tmp_path: Path) -> None:
              if k[0] == "ragtrace_drift" and dict(k[1])["boundary"] == "fabrication"}
     assert set(drift) == {"previous", "anchor"} and math.isnan(drift["anchor"])  # no anchor set: undefined
     assert "ragtrace_requests_total" in text  # the ingest counters sit beside them
+    # --audit-metric-releases 1: the older release is left out and counted, the service's drift pools both
+    assert not any(("release", "r-old") in k[1] for k in got)
+    assert got[("ragtrace_audit_groups_dropped", (("tenant", "acme"),))] == 1

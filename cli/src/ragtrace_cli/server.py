@@ -233,7 +233,7 @@ def audit_loop(store: Store, settings: CollectorSettings, metrics: Metrics, stop
     interval ago, else it covers one interval."""
     try:
         from ragtrace_evaluator.audit.audit_gauges import AuditGauges
-        from ragtrace_evaluator.audit.periodic import run_periodic_audit
+        from ragtrace_evaluator.audit.periodic import Limits, run_periodic_audit
     except ImportError as exc:
         log.error("--audit-every needs the evaluator (%s): pip install 'ragtrace[evaluator]'", exc.name)
         return
@@ -245,6 +245,7 @@ def audit_loop(store: Store, settings: CollectorSettings, metrics: Metrics, stop
             gauges.restore(store, tenant)
         except Exception:  # the metrics come back with the next audit
             log.exception("could not read tenant %s's last audit window from the store", tenant)
+    limits = Limits(releases=settings.audit_metric_releases, services=settings.audit_metric_services)
     every = timedelta(seconds=settings.audit_every)
     settle = timedelta(seconds=min(WINDOW_SETTLE, settings.audit_every / 2))
     while not stop.wait(settings.audit_every):
@@ -256,7 +257,7 @@ def audit_loop(store: Store, settings: CollectorSettings, metrics: Metrics, stop
                 start = previous_end
             try:
                 result = run_periodic_audit(store, tenant=tenant, start=start, end=end,
-                                            sample=settings.audit_sample,
+                                            sample=settings.audit_sample, limits=limits,
                                             on_labels=export.hand_over(tenant) if export else None)
                 gauges.update(result, succeeded_at=time.time())
                 metrics.inc("ragtrace_audit_runs_total", tenant=tenant, outcome="ok")

@@ -32,6 +32,8 @@ ENV_QUEUE_MAX_BYTES = "RAGTRACE_QUEUE_MAX_BYTES"
 ENV_SHUTDOWN_TIMEOUT = "RAGTRACE_SHUTDOWN_TIMEOUT"
 ENV_AUDIT_EVERY = "RAGTRACE_AUDIT_EVERY"
 ENV_AUDIT_SAMPLE = "RAGTRACE_AUDIT_SAMPLE"
+ENV_AUDIT_METRIC_SERVICES = "RAGTRACE_AUDIT_METRIC_SERVICES"
+ENV_AUDIT_METRIC_RELEASES = "RAGTRACE_AUDIT_METRIC_RELEASES"
 ENV_MAX_INFLIGHT_BYTES = "RAGTRACE_MAX_INFLIGHT_BYTES"
 ENV_HEADER_TIMEOUT = "RAGTRACE_HEADER_TIMEOUT"
 ENV_BODY_TIMEOUT = "RAGTRACE_BODY_TIMEOUT"
@@ -133,6 +135,11 @@ class CollectorSettings:
     #: run `run_audit` every this many seconds in the background (0 = never)
     audit_every: float = 0.0
     audit_sample: int = 200
+    #: the periodic audit's metrics keep the newest this many services of a tenant and releases of a
+    #: service (a sender names them, so /metrics stays bounded: docs/audit-metrics.md)
+    #: ($RAGTRACE_AUDIT_METRIC_SERVICES, $RAGTRACE_AUDIT_METRIC_RELEASES)
+    audit_metric_services: int = 20
+    audit_metric_releases: int = 5
     #: helper processes that decode and assemble requests (0 = in the serving process); the walk
     #: over span attributes is the largest CPU cost and holds the GIL ($RAGTRACE_INGEST_WORKERS)
     ingest_workers: int = 0
@@ -159,6 +166,7 @@ class CollectorSettings:
 
     def __post_init__(self) -> None:
         positive = ("max_body_bytes", "spool_max_bytes", "batch_max_spans", "queue_max_bytes", "audit_sample",
+                    "audit_metric_services", "audit_metric_releases",
                     "max_inflight_bytes", "max_connections")
         for name in positive:
             if int(getattr(self, name)) <= 0:
@@ -215,6 +223,8 @@ class CollectorSettings:
             "shutdown_timeout": (ENV_SHUTDOWN_TIMEOUT, parse_duration),
             "audit_every": (ENV_AUDIT_EVERY, parse_duration),
             "audit_sample": (ENV_AUDIT_SAMPLE, _parse_count),
+            "audit_metric_services": (ENV_AUDIT_METRIC_SERVICES, _parse_count),
+            "audit_metric_releases": (ENV_AUDIT_METRIC_RELEASES, _parse_count),
             "review_secret": ("RAGTRACE_REVIEW_SECRET", str),
             "cluster": ("RAGTRACE_CLUSTER", str),
             "ingest_workers": ("RAGTRACE_INGEST_WORKERS", _parse_count),

@@ -51,6 +51,11 @@ def serve_main(argv: list[str]) -> int:
     p.add_argument("--shutdown-timeout", help="SIGTERM: flush for at most this long (default 10s)")
     p.add_argument("--audit-every", help="run an audit of each tenant every DURATION (e.g. 15m)")
     p.add_argument("--audit-sample", type=int, help="traces per background audit (default 200)")
+    p.add_argument("--audit-metric-services", type=int, metavar="N",
+                   help="the periodic audit's metrics keep the newest N services of a tenant (default 20; "
+                        "$RAGTRACE_AUDIT_METRIC_SERVICES)")
+    p.add_argument("--audit-metric-releases", type=int, metavar="N",
+                   help="... and the newest N releases of each (default 5; $RAGTRACE_AUDIT_METRIC_RELEASES)")
     p.add_argument("--audit-labellers", help="labeller names POST /api/audit may ask for, comma-separated "
                    "($RAGTRACE_AUDIT_LABELLERS; default: offline)")
     p.add_argument("--export-labels", metavar="URL",
@@ -75,6 +80,7 @@ def serve_main(argv: list[str]) -> int:
             max_connections=a.max_connections,
             shutdown_timeout=parse_duration(a.shutdown_timeout) if a.shutdown_timeout else None,
             audit_every=parse_duration(a.audit_every) if a.audit_every else None, audit_sample=a.audit_sample,
+            audit_metric_services=a.audit_metric_services, audit_metric_releases=a.audit_metric_releases,
             cluster=a.cluster, ingest_workers=a.ingest_workers,
             allowed_hosts=parse_names(a.allowed_hosts) if a.allowed_hosts else None,
             audit_labellers=parse_names(a.audit_labellers) if a.audit_labellers else None,
