@@ -58,7 +58,7 @@ def test_traces_show_escapes_control_characters(served: tuple[str, str],
     assert traces_main(["show", trace_id, "--server", url, "--token", TOKEN]) == 0
     out = capsys.readouterr().out
     _assert_shown_not_obeyed(out)
-    for field in ("query    where", "answer   here", "release r", "query id q", "  #0   d", "passage"):
+    for field in ("query    where", "answer   here", "release r", "query id q", "  #1   d", "passage"):
         assert field + "\\x1b[2J" in out, field
     # --json is JSON: orjson writes every control character as a \\u escape already
     assert traces_main(["show", trace_id, "--server", url, "--token", TOKEN, "--json"]) == 0

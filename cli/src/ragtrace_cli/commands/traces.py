@@ -159,8 +159,9 @@ class _Output:
                   f"  {next_command}\nor a larger --limit.")
         else:
             print(f"\n{self.shown} {what}{' (the last page)' if continued else ''}.")
-        print("P/R/C = retrieved / reranked / supplied context documents. state: ok, incomplete (lost "
-              "attributes or a stage: not labelled; `ragtrace traces show` says why) or not-query.")
+        print("P/R/C = retrieved / reranked / supplied context documents. read: how the trace was read, not "
+              "whether it failed: complete, incomplete (lost attributes or a stage: not labelled; `ragtrace "
+              "traces show` says why) or not-query. Failures are the audit's labels (`ragtrace audit`).")
         if count is not None and count.others and not include_all:
             print(f"{count.others} other trace(s) have no retrieval, rerank or generation under their root and are "
                   "not queries (`--all` lists them)")
@@ -286,20 +287,21 @@ def _short(text: str | None, width: int) -> str:
 
 
 _HEADER = (f"{'trace_id':<32}  {'start (UTC)':<19}  {'release':<12}  {'P/R/C':>8}  {'gold':>4}  "
-           f"{'state':<10}  query → answer")
+           f"{'read':<10}  query → answer")
 
 
 def _row(o: dict[str, Any]) -> str:
     start = (o.get("start_time") or "")[:19].replace("T", " ")
     counts = f"{len(o['retrieved'])}/{len(o['reranked'])}/{len(o['context'])}"
     return (f"{o['trace_id']:<32}  {start:<19}  {_short(o['release'], 12):<12}  {counts:>8}  "
-            f"{len(o['gold_ids']):>4}  {_state(o):<10}  {_short(o['query'], 40)} → {_short(o['answer'], 40)}")
+            f"{len(o['gold_ids']):>4}  {_read_state(o):<10}  {_short(o['query'], 40)} → {_short(o['answer'], 40)}")
 
 
-def _state(o: dict[str, Any]) -> str:
+def _read_state(o: dict[str, Any]) -> str:
+    """Whether the trace could be read whole (it says nothing about failure modes: those are labels)."""
     if o.get("is_query") is False:
         return "not-query"
-    return "incomplete" if o.get("complete") is False else "ok"
+    return "incomplete" if o.get("complete") is False else "complete"
 
 
 def _context_note(obj: dict[str, Any]) -> str:
@@ -357,7 +359,8 @@ def _traces_show(argv: list[str]) -> int:
         say(f"\n== {title}: {len(docs)}")
         for d in docs:
             score = "-" if d["score"] is None else f"{d['score']:.4f}"
-            say(f"  #{d['rank']:<3} {d['id']}  score {score}")
+            # ranks from 1, as on the web pages (the JSON keeps the wire's 0-based rank)
+            say(f"  #{d['rank'] + 1:<3} {d['id']}  score {score}")
             if d.get("content"):
                 print(textwrap.indent(textwrap.fill(printable(d["content"]), 100), "       "))
     return 0
