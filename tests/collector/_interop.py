@@ -11,7 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
@@ -34,12 +37,14 @@ class Collector:
     tenant: str
     providers: list[TracerProvider] = field(default_factory=list)
 
-    def provider(self, service: str, release: str, *, max_attributes: int | None = None) -> tuple[
-            TracerProvider, InMemorySpanExporter]:
+    def provider(self, service: str, release: str, *, max_attributes: int | None = None,
+                 max_value_length: int | None = None) -> tuple[TracerProvider, InMemorySpanExporter]:
         """A stock SDK provider exporting over OTLP/HTTP (protobuf) to the app; ``max_attributes``
-        None keeps the SDK's default limit (128, or ``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT``). The
-        in-memory exporter beside it only tells the test which trace ids it made."""
-        limits = SpanLimits(max_span_attributes=max_attributes) if max_attributes else SpanLimits()
+        None keeps the SDK's default limit (128, or ``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT``), and
+        ``max_value_length`` None its attribute value length limit (none, or
+        ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``). The in-memory exporter beside it tells the test which
+        trace ids it made, and holds the spans as the SDK exported them (`resend`)."""
+        limits = SpanLimits(max_span_attributes=max_attributes, max_attribute_length=max_value_length)
         tp = TracerProvider(resource=Resource.create({"service.name": service, "service.version": release}),
                             span_limits=limits)
         tp.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(
@@ -50,11 +55,11 @@ class Collector:
         return tp, seen
 
     @contextmanager
-    def instrumented(self, instrumentor: Any, service: str, release: str, *,
-                     max_attributes: int | None = None) -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
+    def instrumented(self, instrumentor: Any, service: str, release: str, *, max_attributes: int | None = None,
+                     max_value_length: int | None = None) -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
         """``instrumentor`` (an OpenInference instrumentor instance) on a fresh provider of
         :meth:`provider`, uninstrumented again on exit."""
-        tp, seen = self.provider(service, release, max_attributes=max_attributes)
+        tp, seen = self.provider(service, release, max_attributes=max_attributes, max_value_length=max_value_length)
         instrumentor.instrument(tracer_provider=tp)
         try:
             yield tp, seen
@@ -72,6 +77,16 @@ class Collector:
         self.flush(tp)
         roots = [s for s in seen.get_finished_spans() if s.parent is None]
         return [f"{s.context.trace_id:032x}" for s in roots]
+
+    def resend(self, seen: InMemorySpanExporter) -> str:
+        """Post the spans the SDK exported last (as its OTLP exporter encodes them) once more and
+        return the collector's ``partial_success`` message: the stock exporter does not read it."""
+        body = encode_spans(seen.get_finished_spans()).SerializeToString()
+        r = httpx.post(f"{self.url}/v1/traces", content=body, timeout=30, headers={
+            "content-type": "application/x-protobuf", "authorization": f"Bearer {TOKEN}"})
+        assert r.status_code == 200, r.text
+        assert self.app.state.writer.flush(30)
+        return ExportTraceServiceResponse.FromString(r.content).partial_success.error_message
 
     def record(self, trace_id: str, **kw: Any) -> TraceRecord:
         found = list(self.store.read_traces(tenant=self.tenant, trace_ids=[trace_id], with_content=True, **kw))

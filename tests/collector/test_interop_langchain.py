@@ -146,6 +146,30 @@ def test_document_scores_are_read_from_their_metadata(lc: Collector) -> None:
     assert [d.score for d in rec.retrieved] == [round(0.9 - i / 20, 2) for i in range(len(NAMES) - 1)] + [None]
 
 
+def test_a_prompt_cut_by_the_sdks_value_length_limit_is_incomplete_and_the_sender_told(lc: Collector) -> None:
+    """The stock SDK's OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT (300 here) cuts the system message, which holds
+    the passages, inside the fifth one: read as whole, the context would be the four before it."""
+    limit = 300
+    system = PROMPT.format_messages(context=fmt(documents(NAMES)), question=QUERY)[0].content
+    start = system.index(PASSAGES[NAMES[4]])
+    assert start + 8 <= limit < start + len(PASSAGES[NAMES[4]])  # the cut falls inside the fifth passage
+    with lc.instrumented(LangChainInstrumentor(), "lc-rag", "lc-cut", max_value_length=limit) as (tp, seen):
+        (tid,) = lc.traced(tp, seen, lambda: rag(Fixed(names=NAMES), GOOD).invoke(QUERY))
+        told = lc.resend(seen)
+    rec = lc.record(tid)
+    assert ids(rec.context) == NAMES[:4]  # what the cut prompt shows
+    assert not rec.complete and any(
+        r.startswith("cut_value: span") and "llm.input_messages.0.message.content" in r and f"'{NAMES[4]}'" in r
+        and "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT" in r for r in rec.incomplete_reasons), rec.incomplete_reasons
+    assert f"llm.input_messages.0.message.content of span 'FakeListChatModel' has {limit} characters" in told, told
+    assert "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT" in told
+    # the same chain under a limit above its longest value reads complete, all eight passages shown
+    with lc.instrumented(LangChainInstrumentor(), "lc-rag", "lc-uncut", max_value_length=4000) as (tp, seen):
+        (tid,) = lc.traced(tp, seen, lambda: rag(Fixed(names=NAMES), GOOD).invoke(QUERY))
+    rec = lc.record(tid)
+    assert rec.complete and ids(rec.context) == NAMES
+
+
 def test_a_multi_key_input_gives_the_query_not_its_json(lc: Collector, monkeypatch: pytest.MonkeyPatch) -> None:
     retriever = Fixed(names=NAMES)
     plain = ({"context": itemgetter("question") | retriever | fmt, "question": itemgetter("question")} | PROMPT

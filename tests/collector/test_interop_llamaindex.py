@@ -153,6 +153,30 @@ def test_a_callback_style_reranker_leaves_the_context_in_the_prompt(li: Collecto
     assert rec.answer == GOOD and rec.complete
 
 
+def test_a_prompt_cut_by_the_sdks_value_length_limit_is_incomplete_and_the_sender_told(li: Collector) -> None:
+    """The stock SDK's OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT (300 here) cuts the prompt inside the fifth of the
+    eight passages it shows: read as whole, the context would be the four before it."""
+    from llama_index.core.prompts.default_prompts import DEFAULT_TEXT_QA_PROMPT_TMPL
+
+    limit = 300
+    prompt = DEFAULT_TEXT_QA_PROMPT_TMPL.format(context_str="\n\n".join(PASSAGES[n] for n in NAMES), query_str=QUERY)
+    start = prompt.index(PASSAGES[NAMES[4]])
+    assert start + 8 <= limit < start + len(PASSAGES[NAMES[4]])  # the cut falls inside the fifth passage
+    with li.instrumented(LlamaIndexInstrumentor(), "li-rag", "li-cut", max_value_length=limit) as (tp, seen):
+        (tid,) = li.traced(tp, seen, lambda: engine(EventRerank(order=NAMES)).query(QUERY))
+        told = li.resend(seen)
+    rec = li.record(tid)
+    assert ids(rec.context) == NAMES[:4]  # what the cut prompt shows
+    assert not rec.complete and any(
+        r.startswith("cut_value: span") and f"'{NAMES[4]}'" in r and "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT" in r
+        for r in rec.incomplete_reasons), rec.incomplete_reasons
+    assert f"has {limit} characters, a round number" in told and "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT" in told, told
+    with li.instrumented(LlamaIndexInstrumentor(), "li-rag", "li-uncut", max_value_length=4000) as (tp, seen):
+        (tid,) = li.traced(tp, seen, lambda: engine(EventRerank(order=NAMES)).query(QUERY))
+    rec = li.record(tid)
+    assert rec.complete and ids(rec.context) == NAMES
+
+
 def test_streaming_gives_the_generated_answer_not_the_generator(li: Collector) -> None:
     got: list[str] = []
 

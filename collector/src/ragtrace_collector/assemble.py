@@ -31,6 +31,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from ragtrace import semconv as sc
+from ragtrace_store.cut_values import cut_attributes, cut_json, cut_message
 from ragtrace_store.records import STAGE_CONTEXT, STAGE_RERANK_INPUT, STAGE_RERANKED, STAGE_RETRIEVED
 
 #: Ranks beyond this are refused (kept only in the raw span): ranks are UInt32 and no service
@@ -63,7 +64,7 @@ _STATUS = {0: "UNSET", 1: "OK", 2: "ERROR"}
 COLUMNS: dict[str, tuple[str, ...]] = {
     "spans": ("tenant", "trace_id", "span_id", "parent_span_id", "name", "kind", "service", "release",
               "environment", "start_time", "end_time", "status_code", "status_message", "attributes",
-              "events", "resource", "dropped_attributes", "received_at"),
+              "events", "resource", "dropped_attributes", "cut_attributes", "received_at"),
     "queries": ("tenant", "trace_id", "span_id", "query_id", "service", "release", "environment", "route",
                 "query", "answer", "answer_streamed", "status_code", "start_time", "duration_ms",
                 "root_priority", "kind", "received_at"),
@@ -441,13 +442,20 @@ def assemble_spans(rows: Rows, groups: Iterable[SpanGroup], tenant: str, receive
 
             kind = _s(other.get(sc.SPAN_KIND)).upper() or _gen_ai_kind(other)
             if docs is None and sc.GEN_AI_RETRIEVAL_DOCUMENTS in other:
-                listed = _gen_ai_documents(other[sc.GEN_AI_RETRIEVAL_DOCUMENTS])
+                value = other[sc.GEN_AI_RETRIEVAL_DOCUMENTS]
+                listed = _gen_ai_documents(value)
                 if listed is None:
-                    rows.note(f"{sc.GEN_AI_RETRIEVAL_DOCUMENTS} must be an array of objects (or its JSON); "
-                              "kept only in the raw span")
+                    if not (isinstance(value, str) and cut_json(value)):  # a cut one is named below
+                        rows.note(f"{sc.GEN_AI_RETRIEVAL_DOCUMENTS} must be an array of objects (or its JSON); "
+                                  "kept only in the raw span")
                 else:  # documents rows, like OpenInference's (and out of the raw span, like them)
                     del other[sc.GEN_AI_RETRIEVAL_DOCUMENTS]
                     gen_ai_docs.append((trace_id, span_id, start_ms, listed))
+            # values the sender's SDK cut at its length limit: kept as they came, named on the span (the
+            # read model decides whether the trace needed them) and to the sender
+            cut = cut_attributes(other, kind)
+            for key in cut:
+                rows.note(cut_message(key, name, other[key]))
             status_code = _STATUS.get(code, "UNSET")
             events = "" if events_obj is None else orjson.dumps(events_obj).decode()
             attrs_json = orjson.dumps(other).decode()
@@ -455,7 +463,7 @@ def assemble_spans(rows: Rows, groups: Iterable[SpanGroup], tenant: str, receive
 
             span_rows.append((trace_id, span_id, parent, name, kind, service, release, environment,
                               start_ms, end_ms, status_code, status_message, attrs_json, events,
-                              resource_json, dropped))
+                              resource_json, dropped, cut))
             rows.spans += 1
             if dropped:
                 # the sender's SDK hit its attribute limit: the trace is read as incomplete

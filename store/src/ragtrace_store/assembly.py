@@ -30,7 +30,9 @@ never on timing. Each rule is in docs/wire.md with the client that needs it:
   ``repr`` (LlamaIndex ``streaming=True``), a JSON object (a response object): then an answer key
   of that object, else the last generation span's output.
 - **complete**: a trace is incomplete when a span lost attributes (``dropped_attributes_count``:
-  a stock OpenTelemetry SDK keeps 128 per span and drops the rest silently), when a document list
+  a stock OpenTelemetry SDK keeps 128 per span and drops the rest silently), when a value it was read
+  from arrived cut (``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``, `ragtrace_store.cut_values`: JSON that does
+  not parse, a prompt of a round length that stops inside a passage), when a document list
   has holes in its indices, or when a stage is missing (a reranker with input documents and no
   output, a span whose parent never arrived, an SDK pipeline with no stage, a streamed answer that
   no generation span recorded, a recorded context naming a document no retrieval or rerank span
@@ -53,12 +55,14 @@ from typing import Any
 import orjson
 
 from ragtrace import semconv as sc
+from ragtrace_store.cut_values import LIMIT_OPTION, PROMPT_JSON_KEYS, cut_json, ends_inside, prompt_piece
 from ragtrace_store.records import STAGE_CONTEXT, STAGE_RERANK_INPUT, STAGE_RERANKED, STAGE_RETRIEVED, DocumentRef
 
 __all__ = [
     "DEFAULT_QUERY_KEYS",
     "ENV_QUERY_INPUT_KEYS",
     "GENERATION_KINDS",
+    "INCOMPLETE_CUT",
     "INCOMPLETE_DROPPED",
     "INCOMPLETE_HOLES",
     "INCOMPLETE_MISSING",
@@ -91,6 +95,7 @@ _ANSWER_KEYS = ("answer", "response", "output", "result", "text", "content")
 INCOMPLETE_DROPPED = "dropped_attributes"
 INCOMPLETE_HOLES = "document_holes"
 INCOMPLETE_MISSING = "missing_stage"
+INCOMPLETE_CUT = "cut_value"
 
 # A value that is an object's repr, not text: "<generator object ...>", "<... object at 0x7f...>".
 _REPR = re.compile(r"<(?:async_)?generator object\b|\bobject at 0x[0-9a-fA-F]+>")
@@ -118,6 +123,8 @@ class SpanNode:
     end: Any
     dropped_attributes: int = 0
     attributes: Mapping[str, Any] | None = None
+    #: attributes whose values arrived looking cut (`ragtrace_store.cut_values`)
+    cut_attributes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -428,6 +435,43 @@ def _recover_context(prompts: Sequence[Sequence[str]], candidates: Sequence[Docu
     return tuple(out)
 
 
+def _cut_reasons(spans: Mapping[str, SpanNode], needed: set[tuple[str, str]], prompted: Sequence[str],
+                 passages: Sequence[DocumentRef]) -> list[str]:
+    """Why the trace is incomplete because a value it is read from arrived cut: a needed value
+    whose JSON does not parse; a prompt (of the generation spans the context was read from) of a
+    round length that stops inside one of the trace's passages."""
+    out = []
+    for span_id, node in sorted(spans.items()):
+        attrs = node.attributes or {}
+        for key in node.cut_attributes:
+            value = attrs.get(key)
+            where = f"span {node.name!r} ({node.kind or 'no kind'}): {key}"
+            fix = f"raise {LIMIT_OPTION} in the service that sent it"
+            json_cut = isinstance(value, str) and cut_json(value)
+            if span_id in prompted and prompt_piece(key) and not json_cut:
+                # text of the prompt: cut only if it stops inside a passage
+                texts = value if isinstance(value, list) else [value]
+                inside = next((d for t in texts if isinstance(t, str)
+                               for d in passages if d.content and ends_inside(t, [d.content])), None)
+                if inside is not None:
+                    out.append(f"{INCOMPLETE_CUT}: {where} stops inside the passage {inside.id!r} (cut at "
+                               f"{max(len(t) for t in texts if isinstance(t, str))} characters): the context read "
+                               f"from the prompt may lack what came after; {fix}")
+            elif (json_cut or value is None) and ((span_id, key) in needed or (span_id in prompted and (
+                    key in PROMPT_JSON_KEYS or (key == sc.INPUT_VALUE and not _other_prompt(attrs))))):
+                # (not read: the collector named it for JSON that does not parse)
+                out.append(f"{INCOMPLETE_CUT}: {where} arrived cut (its JSON does not parse): what the trace "
+                           f"reads from it is lost; {fix}")
+    return out
+
+
+def _other_prompt(attrs: Mapping[str, Any]) -> bool:
+    """Whether an LLM span's prompt is read from something else than its ``input.value``
+    (`prompt_texts` reads that only when the span has none of these)."""
+    return any(k.startswith((sc.LLM_INPUT_MESSAGES + ".", sc.LLM_PROMPTS + ".")) or k in PROMPT_JSON_KEYS
+               for k in attrs)
+
+
 # --- the query -------------------------------------------------------------------------------------
 def _text_query(value: Any) -> str | None:
     """A retriever input as query text: a plain string, or the query inside a JSON input."""
@@ -475,6 +519,10 @@ def assemble_query(
     """
     tree = _Tree(spans)
     reasons: list[str] = []
+    # (span, attribute) pairs this trace is read from, for the values that arrived cut
+    needed: set[tuple[str, str]] = {(s, sc.GEN_AI_RETRIEVAL_DOCUMENTS) for s in spans}
+    if not sdk_root:  # the root's input, output and metadata give its query, answer and query id
+        needed.update((root_span_id, key) for key in (sc.INPUT_VALUE, sc.OUTPUT_VALUE, sc.METADATA))
 
     # pool and wrapping retrievers, by the tree
     retrievers = {sl.span_id: sl for sl in stages.get(STAGE_RETRIEVED, ())}
@@ -516,6 +564,7 @@ def assemble_query(
 
     # context
     recorded = list(stages.get(STAGE_CONTEXT, ()))
+    candidates: list[DocumentRef] = []
     context: tuple[DocumentRef, ...]
     if recorded:
         context, source = recorded[-1].docs, "recorded"
@@ -558,6 +607,7 @@ def assemble_query(
                 attrs = spans[s].attributes or {}
                 found = _text_query(attrs.get(sc.GEN_AI_RETRIEVAL_QUERY_TEXT)) or _text_query(attrs.get(sc.INPUT_VALUE))
                 if found:
+                    needed.add((s, sc.INPUT_VALUE))
                     break
         if found is None:
             for s in _ordered(tree, (s for s, n in spans.items() if n.kind == sc.SpanKind.RERANKER.value)):
@@ -581,6 +631,7 @@ def assemble_query(
             text = llm_output_text(spans[g].attributes or {})
             if text:
                 final_answer = text
+                needed.update((g, key) for key in (sc.GEN_AI_OUTPUT_MESSAGES, sc.OUTPUT_VALUE))
                 break
         if final_answer is None and claimed:
             reasons.append(f"{INCOMPLETE_MISSING}: the root's output is not the answer text (a stream or a "
@@ -595,6 +646,8 @@ def assemble_query(
                            f"{n.dropped_attributes} attributes (dropped_attributes_count); raise "
                            "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT in the service that sent it")
     reasons += _holes(((stage, sl) for stage, lists in stages.items() for sl in lists), tree)
+    prompted = innermost if source == "prompt" else []
+    reasons += _cut_reasons(spans, needed, prompted, candidates if prompted else [])
     if source == "recorded":
         # A recorded context names what the generator was given; every such document came through a
         # retrieval or rerank span of the trace. One that none holds means that span did not arrive

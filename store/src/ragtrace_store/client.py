@@ -37,11 +37,20 @@ _FINAL_SETTINGS = {"optimize_move_to_prewhere_if_final": 0, "do_not_merge_across
 
 
 def arrow_table(columns: dict[str, list[Any]], time_columns: frozenset[str] = frozenset()) -> Any:
-    """Column lists as an Arrow table; ``time_columns`` hold integer milliseconds (UTC)."""
+    """Column lists as an Arrow table; ``time_columns`` hold integer milliseconds (UTC). A column of
+    lists that are all empty is a list of strings (Arrow would infer lists of nulls, which no
+    ``Array(String)`` column takes)."""
     import pyarrow as pa
 
-    return pa.table({name: pa.array(values, type=pa.timestamp("ms", tz="UTC")) if name in time_columns
-                     else pa.array(values) for name, values in columns.items()})
+    def array(name: str, values: list[Any]) -> Any:
+        if name in time_columns:
+            return pa.array(values, type=pa.timestamp("ms", tz="UTC"))
+        got = pa.array(values)
+        if pa.types.is_list(got.type) and pa.types.is_null(got.type.value_type):
+            return got.cast(pa.list_(pa.string()))
+        return got
+
+    return pa.table({name: array(name, values) for name, values in columns.items()})
 
 
 class _ArrowPathUnavailable(Exception):

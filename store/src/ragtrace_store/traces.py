@@ -215,17 +215,18 @@ def _maybe_mapping(query: str) -> bool:
 
 
 def _span_nodes(store: Store, tenant: str, trace_ids: list[str]) -> dict[str, dict[str, SpanNode]]:
-    """The tree of each trace: every span's id, parent, kind, name, times and dropped-attribute count
-    (no attributes)."""
+    """The tree of each trace: every span's id, parent, kind, name, times, dropped-attribute count and
+    the attributes whose values arrived cut (no attributes)."""
     rows = store.query_rows(
-        f"SELECT trace_id, span_id, parent_span_id, kind, name, start_time, end_time, dropped_attributes "
-        f"FROM {store.table('spans')} WHERE tenant = {{tenant:String}} AND trace_id IN {{ids:Array(String)}} "
-        "ORDER BY received_at DESC LIMIT 1 BY trace_id, span_id",
+        f"SELECT trace_id, span_id, parent_span_id, kind, name, start_time, end_time, dropped_attributes, "
+        f"cut_attributes FROM {store.table('spans')} WHERE tenant = {{tenant:String}} "
+        "AND trace_id IN {ids:Array(String)} ORDER BY received_at DESC LIMIT 1 BY trace_id, span_id",
         {"tenant": tenant, "ids": trace_ids},
     )
     out: dict[str, dict[str, SpanNode]] = {}
-    for trace_id, span_id, parent, kind, name, start, end, dropped in rows:
-        out.setdefault(trace_id, {})[span_id] = SpanNode(span_id, parent, kind, name, start, end, int(dropped))
+    for trace_id, span_id, parent, kind, name, start, end, dropped, cut in rows:
+        out.setdefault(trace_id, {})[span_id] = SpanNode(span_id, parent, kind, name, start, end, int(dropped),
+                                                         cut_attributes=tuple(cut))
     return out
 
 
