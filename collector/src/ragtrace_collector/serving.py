@@ -14,6 +14,8 @@ backlog per event-loop turn). `uvicorn_config` adds:
   limit, see `connection_cap`) a new connection is answered 503 and closed at once, so the
   process keeps descriptors for its store, spool and the connections it serves; a small listen
   backlog bounds how many are accepted in one event-loop turn before the cap sees them;
+* the host of a request line in absolute form (``GET http://name/path``), which uvicorn drops, kept in
+  the scope for `ragtrace_collector.guard` to judge;
 * client errors logged once per kind per interval (`ragtrace_collector.client_errors`).
 """
 
@@ -23,11 +25,13 @@ import asyncio
 import logging
 import resource
 from typing import Any
+from urllib.parse import urlsplit
 
 import uvicorn
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from ragtrace_collector.client_errors import ClientErrorFilter, ClientErrors
+from ragtrace_collector.guard import TARGET_AUTHORITY
 from ragtrace_collector.settings import CollectorSettings
 
 log = logging.getLogger("ragtrace.collector")
@@ -79,6 +83,15 @@ def guarded_protocol(errors: ClientErrors, *, header_timeout: float, max_connect
                 transport.close()
                 return
             self._arm_header_deadline()
+
+        def on_headers_complete(self) -> None:
+            # httptools' protocol: uvicorn keeps only the path of `GET http://name/path`; its
+            # authority goes into the scope so that RequestGuard judges the host that counts
+            url: bytes = getattr(self, "url", b"")
+            if url[:1] not in (b"/", b"*", b"") and b"://" in url:
+                authority = urlsplit(url.decode("latin-1")).netloc
+                self.scope.setdefault("extensions", {})[TARGET_AUTHORITY] = authority
+            super().on_headers_complete()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._cancel_header_deadline()
