@@ -17,6 +17,7 @@ from ragtrace_store.client import (
 )
 from ragtrace_store.clock import as_utc, parse_duration, parse_time_bound, utc_now
 from ragtrace_store.errors import StoreError, StoreLockedError, not_utf8
+from ragtrace_store.evidence_gold import GoldEvidence
 from ragtrace_store.filters import TraceFilter
 from ragtrace_store.gold_spans import GoldSpan, GoldSpanError, read_gold_spans, read_span_lines, write_gold_spans
 from ragtrace_store.json_lines import json_line_values
@@ -87,6 +88,7 @@ __all__ = [
     "FilterValues",
     "GenerationRecord",
     "GenerationVerdict",
+    "GoldEvidence",
     "GoldSource",
     "GoldSpan",
     "GoldSpanError",

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from ragtrace_store.evidence_gold import GoldEvidence
+
 #: The tenant of everything sent without a tenant token.
 DEFAULT_TENANT = "default"
 
@@ -53,6 +55,9 @@ class TraceRecord:
     #: exactly what the generator was given, in order (derived from reranked[:top_k] or
     #: retrieved when the instrumentation did not record it)
     context: tuple[DocumentRef, ...] = ()
+    #: gold document ids of the ``gold`` table: the trace's own (sent on its spans, or a reviewer's
+    #: judgement), else its query id's qrels. Evidence spans are in `gold_evidence`; `all_gold_ids`
+    #: is both, what readers show
     gold_ids: tuple[str, ...] = ()
     #: the reference (correct) answer when one is known: sent on the root span
     #: (``ragtrace.reference.answer``) or imported by query id (`ragtrace labels import REFS.jsonl`)
@@ -75,6 +80,14 @@ class TraceRecord:
     #: the span id of the trace's root (the span its query and answer are read from); what labels
     #: exported as evaluation events attach to ('' when unknown)
     root_span_id: str = ""
+    #: the evidence spans (``gold_spans``) of the trace's query id placed on the chunks this trace saw
+    #: (`ragtrace_store.evidence_gold.place_evidence`): each with the chunk that holds it, or none
+    gold_evidence: tuple[GoldEvidence, ...] = ()
+
+    @property
+    def all_gold_ids(self) -> tuple[str, ...]:
+        """Every gold id of the trace, sorted: `gold_ids` and the chunks that hold its evidence spans."""
+        return tuple(sorted({*self.gold_ids, *(e.doc_id for e in self.gold_evidence if e.doc_id)}))
 
     def as_json(self, *, with_content: bool = False) -> dict[str, Any]:
         """The object `ragtrace traces --json` prints (and `GET /api/traces` returns) for this trace."""
@@ -91,7 +104,8 @@ class TraceRecord:
             "trace_id": self.trace_id, "query_id": self.query_id, "query": self.query, "answer": self.answer,
             "release": self.release, "service": self.service, "environment": self.environment,
             "start_time": self.start_time.isoformat() if isinstance(self.start_time, datetime) else None,
-            "gold_ids": list(self.gold_ids), "retrieved": docs(self.retrieved), "reranked": docs(self.reranked),
+            "gold_ids": list(self.all_gold_ids), "gold_evidence": [e.as_json() for e in self.gold_evidence],
+            "retrieved": docs(self.retrieved), "reranked": docs(self.reranked),
             "context": docs(self.context), "context_derived": self.context_derived, "reference": self.reference,
             "context_source": self.context_source, "complete": self.complete,
             "incomplete_reasons": list(self.incomplete_reasons), "is_query": self.is_query,

@@ -23,7 +23,9 @@ from ragtrace_store.assembly import (
     query_input_keys,
 )
 from ragtrace_store.clock import as_utc
+from ragtrace_store.evidence_gold import place_evidence
 from ragtrace_store.filters import TraceFilter
+from ragtrace_store.gold_spans import read_gold_spans
 from ragtrace_store.records import DEFAULT_TENANT, STAGE_CONTEXT, DocumentRef, TraceRecord
 
 if TYPE_CHECKING:
@@ -147,6 +149,8 @@ def _assemble(store: Store, tenant: str, roots: list[tuple[Any, ...]], with_cont
             gold_by_trace.setdefault(trace_id, set()).add(doc_id)
         elif query_id:
             gold_by_query.setdefault(query_id, set()).add(doc_id)
+    # evidence spans are keyed by query id; each trace places them on the chunks it saw
+    evidence_spans = read_gold_spans(store, tenant=tenant, query_ids=[r[1] for r in roots if r[1]])
     ref_by_trace, ref_by_query = _references(store, tenant, ids, [r[1] for r in roots if r[1]])
     spans = _span_nodes(store, tenant, ids)
 
@@ -177,6 +181,7 @@ def _assemble(store: Store, tenant: str, roots: list[tuple[Any, ...]], with_cont
         got = assemble_query(root_span_id=span_id, sdk_root=priority == SDK_ROOT_PRIORITY, query=query,
                              answer=answer, spans=nodes, stages=lists, query_keys=query_keys)
         gold = gold_by_trace.get(trace_id) or gold_by_query.get(query_id, set())
+        evidence = place_evidence(evidence_spans.get(query_id, ()), (*got.retrieved, *got.reranked, *got.context))
         yield TraceRecord(
             trace_id=trace_id, query_id=query_id, tenant=tenant, service=service, release=release,
             environment=env, route=route, start_time=as_utc(start), query=got.query, answer=got.answer,
@@ -188,7 +193,7 @@ def _assemble(store: Store, tenant: str, roots: list[tuple[Any, ...]], with_cont
             # the rule `ragtrace_store.query_roots` keeps at ingest
             is_query=priority in (0, SDK_ROOT_PRIORITY) or (kind not in STAGE_KINDS and any(
                 n.kind in STAGE_KINDS for n in nodes.values())),
-            root_span_id=span_id,
+            root_span_id=span_id, gold_evidence=evidence,
         )
 
 

@@ -24,101 +24,19 @@ rather than calling every query a retrieval gap.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+# The placement itself lives in the store, so the trace listings (`read_traces`' gold_evidence) and the
+# audit place spans on chunks the same way.
+from ragtrace_store.evidence_gold import (
+    MIN_SHARE,
+    Provenance,
+    ResolvedGold,
+    overlap,
+    phantom_id,
+    provenance,
+    resolve,
+)
 
-from ragtrace import semconv
-from ragtrace_store import GoldSpan
+__all__ = ["MIN_SHARE", "POLICY", "Provenance", "ResolvedGold", "overlap", "phantom_id", "provenance", "resolve"]
 
-__all__ = ["MIN_SHARE", "POLICY", "Provenance", "ResolvedGold", "overlap", "provenance", "resolve"]
-
-MIN_SHARE = 0.5
 #: how the audit's manifest names this resolution (part of the gold policy)
 POLICY = f"evidence-spans(overlap>={MIN_SHARE:g}*shorter)"
-
-
-@dataclass(frozen=True)
-class Provenance:
-    """Where a chunk sits: ``source_id``'s characters ``start`` (inclusive) to ``end`` (exclusive)."""
-
-    source_id: str
-    start: int
-    end: int
-
-
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value)
-    return None
-
-
-def provenance(metadata: str | Mapping[str, Any] | None) -> Provenance | None:
-    """A chunk's provenance from its ``document.metadata`` (the JSON string as stored, or a mapping);
-    None when it has none or it is malformed (a chunk that cannot be placed is never gold by span)."""
-    if not metadata:
-        return None
-    if isinstance(metadata, str):
-        try:
-            meta = json.loads(metadata)
-        except ValueError:
-            return None
-    else:
-        meta = metadata
-    if not isinstance(meta, Mapping):
-        return None
-    source = meta.get(semconv.PROVENANCE_SOURCE_ID)
-    start, end = _int(meta.get(semconv.PROVENANCE_START)), _int(meta.get(semconv.PROVENANCE_END))
-    if not isinstance(source, str) or not source or start is None or end is None or not 0 <= start < end:
-        return None
-    return Provenance(source, start, end)
-
-
-def overlap(chunk: Provenance, span: GoldSpan, min_share: float = MIN_SHARE) -> bool:
-    """Whether the chunk counts for the span (module docstring)."""
-    if chunk.source_id != span.source_id:
-        return False
-    shared = min(chunk.end, span.end) - max(chunk.start, span.start)
-    return shared > 0 and shared >= min_share * min(chunk.end - chunk.start, span.end - span.start)
-
-
-def phantom_id(span: GoldSpan) -> str:
-    """The gold id of a span that no chunk of the trace overlaps (never a retrieved id)."""
-    return f"gold-span:{span.source_id}[{span.start}:{span.end}]"
-
-
-@dataclass(frozen=True)
-class ResolvedGold:
-    """The gold set of one trace: the overlapping chunk ids, plus one never-retrieved id per span
-    that nothing overlaps."""
-
-    gold: frozenset[str]
-    n_spans: int
-    #: spans some chunk of the trace overlaps
-    n_found: int
-
-
-def resolve(spans: Sequence[GoldSpan], docs: Iterable[Any], *,
-            min_share: float = MIN_SHARE) -> ResolvedGold | None:
-    """Resolve ``spans`` against the trace's documents (objects with ``id`` and ``metadata``, e.g.
-    `ragtrace_store.DocumentRef`); None when no document has provenance."""
-    placed = [(d.id, p) for d in docs if (p := provenance(getattr(d, "metadata", None))) is not None]
-    if not placed:
-        return None
-    gold: set[str] = set()
-    found = 0
-    for span in spans:
-        hits = {doc_id for doc_id, p in placed if overlap(p, span, min_share)}
-        if hits:
-            found += 1
-            gold |= hits
-        else:
-            gold.add(phantom_id(span))
-    return ResolvedGold(frozenset(gold), len(spans), found)
