@@ -87,7 +87,9 @@ def test_under_a_1024_open_files_limit_excess_connections_are_refused_not_fatal(
             for s in conns:
                 s.settimeout(0.01)
                 with contextlib.suppress(TimeoutError):
-                    refused += s.recv(65536).startswith(b"HTTP/1.1 503 ")
+                    # 503 for a connection over the cap, or 408 for a connection that waited on its
+                    # client longest and made room for a new one (serving.EVICT_AFTER_S)
+                    refused += s.recv(65536).startswith((b"HTTP/1.1 503 ", b"HTTP/1.1 408 "))
             # the cap is the limit less the backlog and a reserve: 1024 - 128 - 256 = 640
             assert refused >= 1000 - 640
             assert len(os.listdir(f"/proc/{pid}/fd")) < 1024 - 64
@@ -104,4 +106,5 @@ def test_under_a_1024_open_files_limit_excess_connections_are_refused_not_fatal(
     text = log.read_text()
     assert "Too many open files" not in text and "Traceback" not in text
     assert "serving at most 640 connections" in text
-    assert text.count("beyond the connection limit") == 1
+    over_cap, evicted = text.count("beyond the connection limit"), text.count("to make room at the connection limit")
+    assert over_cap <= 1 and evicted <= 1 and over_cap + evicted >= 1  # one line per kind

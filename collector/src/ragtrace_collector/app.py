@@ -31,10 +31,10 @@ import orjson
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import ClientDisconnect
 
 from ragtrace_collector.admission import Admission, decode_slots
 from ragtrace_collector.assemble import Rows
+from ragtrace_collector.body_deadline import BodyDeadline
 from ragtrace_collector.client_errors import ClientErrors
 from ragtrace_collector.guard import RequestGuard
 from ragtrace_collector.ingest import IngestPool
@@ -131,7 +131,9 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
                 thread.join(1.0)
 
     app = FastAPI(title="ragtrace collector", lifespan=lifespan, docs_url=None, redoc_url=None)
-    # Host, origin and content-type checks and the security headers, for every route (guard.py).
+    # For every route, innermost first: the body deadline and disconnects mid-body (body_deadline.py);
+    # the Host, origin and content-type checks and the security headers (guard.py).
+    app.add_middleware(BodyDeadline, timeout=settings.body_timeout, errors=errors, metrics=metrics)
     app.add_middleware(RequestGuard, settings=settings)
     app.state.settings = settings
     app.state.store = store
@@ -171,27 +173,15 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
         chunks: list[bytes] = []
         size = 0
         try:
-            try:
-                async with asyncio.timeout(settings.body_timeout):
-                    async for chunk in request.stream():
-                        if not admission.take(len(chunk), size):
-                            return _over_bound(metrics, errors, mt, admission, size_hint or size + len(chunk))
-                        size += len(chunk)
-                        if size > settings.max_body_bytes:
-                            return _refuse(metrics, mt, 413, f"request body exceeds {settings.max_body_bytes} bytes "
-                                                             "(RAGTRACE_MAX_BODY_BYTES)")
-                        chunks.append(chunk)
-            except TimeoutError:
-                client = request.client.host if request.client else "a client"
-                errors.note("body_timeout", f"{client} sent {size} of {declared or '?'} bytes in "
-                                            f"{settings.body_timeout:g} s")
-                metrics.inc("ragtrace_requests_total", code="408")
-                return Response(encode_status(mt, 408, f"the request body did not arrive within "
-                                                       f"{settings.body_timeout:g} s (RAGTRACE_BODY_TIMEOUT)"),
-                                status_code=408, media_type=mt, headers={"Connection": "close"})
-            except ClientDisconnect:
-                errors.note("disconnect", f"after {size} of {declared or '?'} bytes")
-                return Response(status_code=400)  # nobody reads it; uvicorn drops it
+            # --body-timeout and disconnects mid-body: BodyDeadline, as for every route
+            async for chunk in request.stream():
+                if not admission.take(len(chunk), size):
+                    return _over_bound(metrics, errors, mt, admission, size_hint or size + len(chunk))
+                size += len(chunk)
+                if size > settings.max_body_bytes:
+                    return _refuse(metrics, mt, 413, f"request body exceeds {settings.max_body_bytes} bytes "
+                                                     "(RAGTRACE_MAX_BODY_BYTES)")
+                chunks.append(chunk)
             body = b"".join(chunks)
             del chunks
             received_ms = time.time_ns() // 1_000_000

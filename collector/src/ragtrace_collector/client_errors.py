@@ -25,6 +25,7 @@ KINDS = {
     "body_timeout": "a request body did not arrive in time (answered 408)",
     "header_timeout": "a connection did not send its request headers in time (closed)",
     "connection_cap": "a connection beyond the connection limit (answered 503 and closed)",
+    "evicted": "a connection waiting on its client was closed (408) to make room at the connection limit",
     "invalid_http": "a request that is not valid HTTP (answered 400)",
     "accept_failed": "accepting a connection failed (out of file descriptors or memory)",
     "refused": "a request refused with 429 or 503 (backpressure; the client retries)",

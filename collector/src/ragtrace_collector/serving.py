@@ -8,12 +8,15 @@ backlog per event-loop turn). `uvicorn_config` adds:
 
 * a header deadline: a connection must complete each request's line and headers within
   ``header_timeout`` seconds of its start or of the previous response, or it is answered 408 and
-  closed (the OTLP route bounds the body itself, ``body_timeout``);
+  closed (every route's body has its own deadline, ``body_timeout``: `ragtrace_collector.body_deadline`);
 * ``timeout_keep_alive``: an idle keep-alive connection is closed after ``keep_alive_timeout``;
 * a connection cap: beyond ``max_connections`` open connections (lowered to fit the open-files
-  limit, see `connection_cap`) a new connection is answered 503 and closed at once, so the
-  process keeps descriptors for its store, spool and the connections it serves; a small listen
-  backlog bounds how many are accepted in one event-loop turn before the cap sees them;
+  limit, see `connection_cap`) a new connection takes the place of the connection that has waited
+  longest on its client (for a request's headers or the rest of its body, at least `EVICT_AFTER_S`),
+  which is answered 408 and closed, so clients that dawdle cannot keep prompt ones out; when no
+  connection is waiting, the new one is answered 503 and closed at once, so the process keeps
+  descriptors for its store, spool and the connections it serves; a small listen backlog bounds
+  how many are accepted in one event-loop turn before the cap sees them;
 * the host of a request line in absolute form (``GET http://name/path``), which uvicorn drops, kept in
   the scope for `ragtrace_collector.guard` to judge;
 * client errors logged once per kind per interval (`ragtrace_collector.client_errors`).
@@ -38,12 +41,16 @@ log = logging.getLogger("ragtrace.collector")
 
 #: connections accepted per event-loop turn (uvicorn's default, 2048, lets a burst blow past the cap)
 BACKLOG = 128
+#: a connection waiting on its client for at least this long may be closed for a new one at the cap
+EVICT_AFTER_S = 1.0
 #: descriptors kept for everything but client connections: the embedded engine's files, the
 #: spool, ingest worker pipes, the store's HTTP connections
 FD_RESERVE = 256
 
 _TIMEOUT_408 = (b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-type: text/plain\r\n"
                 b"content-length: 45\r\n\r\nrequest headers not received within the limit")
+_EVICTED_408 = (b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-type: text/plain\r\n"
+                 b"content-length: 62\r\n\r\nclosed to make room: the request was not sent in time; retry")
 _OVER_CAP_503 = (b"HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\nretry-after: 1\r\n"
                  b"content-type: text/plain\r\ncontent-length: 40\r\n\r\ntoo many open connections; retry shortly")
 
@@ -74,15 +81,42 @@ def guarded_protocol(errors: ClientErrors, *, header_timeout: float, max_connect
     class GuardedHTTPProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
         _header_timer: asyncio.TimerHandle | None = None
         _header_cycle: Any = None
+        #: loop time since which the client owes the next request's headers or the rest of a body
+        _owed_since: float = 0.0
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)
             if len(self.connections) > max_connections:
-                errors.note("connection_cap", f"{len(self.connections) - 1} open, limit {max_connections}")
-                transport.write(_OVER_CAP_503)  # type: ignore[attr-defined]
-                transport.close()
-                return
+                victim = self._longest_waiting()
+                if victim is None:
+                    errors.note("connection_cap", f"{len(self.connections) - 1} open, limit {max_connections}")
+                    transport.write(_OVER_CAP_503)  # type: ignore[attr-defined]
+                    transport.close()
+                    return
+                victim._evict()
             self._arm_header_deadline()
+
+        def waiting_on_client(self) -> bool:
+            """Whether the connection waits for its client: for a request's headers (none in
+            progress), or for the rest of a body no answer has been started for."""
+            cycle = self.cycle
+            if self.transport is None or self.transport.is_closing():
+                return False
+            if cycle is None or cycle is self._header_cycle:
+                return True
+            return bool(getattr(cycle, "more_body", False)) and not getattr(cycle, "response_started", True)
+
+        def _longest_waiting(self) -> GuardedHTTPProtocol | None:
+            now = self.loop.time()
+            waiting = [c for c in self.connections if c is not self and isinstance(c, GuardedHTTPProtocol)
+                       and c.waiting_on_client() and now - c._owed_since >= EVICT_AFTER_S]
+            return min(waiting, key=lambda c: c._owed_since, default=None)
+
+        def _evict(self) -> None:
+            client = f"{self.client[0]}:{self.client[1]}" if self.client else "a client"
+            errors.note("evicted", f"{client} after {self.loop.time() - self._owed_since:.1f} s")
+            self.transport.write(_EVICTED_408)
+            self.transport.close()
 
         def on_headers_complete(self) -> None:
             # httptools' protocol: uvicorn keeps only the path of `GET http://name/path`; its
@@ -106,6 +140,7 @@ def guarded_protocol(errors: ClientErrors, *, header_timeout: float, max_connect
             self._cancel_header_deadline()
             # the request in progress when armed: a new one replaces it once its headers are in
             self._header_cycle = self.cycle
+            self._owed_since = self.loop.time()
             self._header_timer = self.loop.call_later(header_timeout, self._header_deadline_passed)
 
         def _cancel_header_deadline(self) -> None:

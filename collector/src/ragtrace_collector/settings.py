@@ -123,7 +123,8 @@ class CollectorSettings:
     #: seconds a connection may take to send a request's line and headers, counted from its
     #: start or from the previous response ($RAGTRACE_HEADER_TIMEOUT); then it is closed
     header_timeout: float = 10.0
-    #: seconds an OTLP request may take to send its body ($RAGTRACE_BODY_TIMEOUT); then 408
+    #: seconds any request may take to send its body, counted from its headers ($RAGTRACE_BODY_TIMEOUT);
+    #: then 408 and the connection closed (`ragtrace_collector.body_deadline`)
     body_timeout: float = 30.0
     #: seconds an idle keep-alive connection stays open ($RAGTRACE_KEEP_ALIVE_TIMEOUT)
     keep_alive_timeout: float = 5.0

@@ -43,7 +43,7 @@ def serve_main(argv: list[str]) -> int:
                         "store); requests beyond it get 429 before their body is read (default 256 MiB; "
                         "$RAGTRACE_MAX_INFLIGHT_BYTES)")
     p.add_argument("--header-timeout", help="a connection must send a request's headers within this (default 10s)")
-    p.add_argument("--body-timeout", help="an OTLP request must send its body within this, else 408 (default 30s)")
+    p.add_argument("--body-timeout", help="any request must send its body within this, else 408 (default 30s)")
     p.add_argument("--keep-alive-timeout", help="idle keep-alive connections close after this (default 5s)")
     p.add_argument("--max-connections", type=int,
                    help="open connections at most; more are answered 503 and closed (default 4096, lowered to fit "
