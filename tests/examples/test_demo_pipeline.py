@@ -118,6 +118,59 @@ def test_injected_faults_are_labelled_with_their_boundary(tmp_path: Path, capfd:
                                           "in context fell with it")
     assert f"the other {n_unmoved} did not move" in ds_ids["statement"] and LABEL_CHECK in ds_ids["statement"]
 
+    _check_gold_is_shown(res, records["v2"], tmp_path)
+
+
+def _check_gold_is_shown(res: Any, labelled: dict[str, dict[str, Any]], tmp_path: Path) -> None:
+    """The demo's gold is evidence spans, not ids: on a rank inversion, the chunk that holds the
+    evidence (in the pool, pushed out of the context) is marked gold, with its span, in `traces show`,
+    in ``GET /api/traces`` and on the trace page."""
+    import httpx
+
+    from ragtrace_examples.demo import Collector, _free_port
+
+    inverted = sorted(r["trace_id"] for r in labelled.values() if r["failure_mode"] == "rank_inversion")
+    assert inverted, "the demo has rank inversions"
+    trace_id = inverted[0]
+
+    shown = _ragtrace("traces", "show", trace_id, "--store", str(res.store))
+    evidence = re.findall(r"^evidence (\S+\[\d+:\d+\])  in (\S+)$", shown, re.M)
+    assert evidence, shown
+    span, chunk = evidence[0]
+    sections = dict(re.findall(r"^== (\w+)[^\n]*\n((?:  .*\n?)*)", shown, re.M))
+    assert re.search(rf"^  #\d+ +{re.escape(chunk)}  score \S+  ★ gold {re.escape(span)}", sections["retrieved"],
+                     re.M), shown
+    assert chunk not in sections["context"], shown  # the reranker pushed it out
+    assert re.search(rf"^gold +.*{re.escape(chunk)}", shown, re.M), shown
+
+    collector = Collector(res.store, _free_port(), tmp_path / "gold-serve.log")
+    collector.start()
+    try:
+        with httpx.Client(base_url=collector.url, timeout=60, follow_redirects=False) as client:
+            listed = client.get("/api/traces", params={"release": "v2", "limit": 1000})
+            assert listed.status_code == 200, listed.text[:500]
+            obj = next(json.loads(line) for line in listed.text.splitlines()
+                       if line and json.loads(line)["trace_id"] == trace_id)
+            assert chunk in obj["gold_ids"]
+            source, offsets = span.rstrip("]").split("[")
+            start, end = (int(x) for x in offsets.split(":"))
+            assert {"doc_id": chunk, "source_id": source, "start": start, "end": end} in obj["gold_evidence"]
+            assert chunk in {d["id"] for d in obj["retrieved"]} - {d["id"] for d in obj["context"]}
+
+            page = client.get("/review/login")
+            csrf = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
+            assert csrf, page.text
+            login = client.post("/review/login", data={"csrf_token": csrf.group(1), "token": res.reviewer_token,
+                                                       "next": f"/traces/{trace_id}"})
+            assert login.status_code == 303, login.text[:500]
+            html = client.get(f"/traces/{trace_id}").text
+    finally:
+        collector.stop()
+    assert "No gold documents are known" not in html
+    row = re.search(rf"<tr[^>]*>\s*<td><code>{re.escape(chunk)}</code></td>.*?</tr>", html, re.S)
+    assert row and '<td class="gold-mark">★' in row.group(0) and span in row.group(0), html
+    assert f"<code>{span}</code> <span class=\"hint\">in <code>{chunk}</code>" in html
+
 
 def _check_terminal(res: Any, out: str) -> None:
     """What `ragtrace demo` printed, child processes included: one line a step and the summary with

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragtrace_review.queues import QueueItem
-from ragtrace_store import LabelRecord, Store
+from ragtrace_store import GoldEvidence, LabelRecord, Store
 from ragtrace_store.records import DocumentRef, TraceRecord
 
 
@@ -26,8 +26,11 @@ class Candidate:
     #: positions gained by reranking (> 0 moved up, < 0 moved down); None if not in both lists
     moved: int | None
     in_context: bool
+    #: gold from any source (`TraceRecord.all_gold_ids`: gold ids, qrels, review, evidence spans)
     gold: bool
     content: str | None = None
+    #: the evidence spans this chunk holds, as ``SOURCE[START:END]`` (character offsets, end exclusive)
+    evidence: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,13 @@ class ItemView:
     abstained: bool
     retrieval: dict[str, Any]
     ranking: dict[str, Any]
+    #: evidence spans of the query that no chunk of this trace holds (what retrieval missed)
+    evidence_not_found: tuple[str, ...] = ()
+
+
+def span_text(e: GoldEvidence) -> str:
+    """An evidence span as ``SOURCE[START:END]``."""
+    return f"{e.source_id}[{e.start}:{e.end}]"
 
 
 def _by_id(docs: tuple[DocumentRef, ...]) -> dict[str, DocumentRef]:
@@ -78,7 +88,11 @@ def candidates(trace: TraceRecord) -> tuple[Candidate, ...]:
     rank in each list and how the reranker moved it."""
     ret, rer, ctx_docs = _by_id(trace.retrieved), _by_id(trace.reranked), _by_id(trace.context)
     ctx = set(ctx_docs)
-    gold = set(trace.gold_ids)
+    gold = set(trace.all_gold_ids)
+    evidence: dict[str, list[str]] = {}
+    for e in trace.gold_evidence:
+        if e.doc_id:
+            evidence.setdefault(e.doc_id, []).append(span_text(e))
     ids = list(rer) + [i for i in ret if i not in rer] + [i for i in ctx_docs if i not in rer and i not in ret]
     out = []
     for doc_id in ids:
@@ -91,6 +105,7 @@ def candidates(trace: TraceRecord) -> tuple[Candidate, ...]:
             reranked_rank=b.rank + 1 if b else None, reranked_score=b.score if b else None,
             moved=(a.rank - b.rank) if a and b else None,
             in_context=doc_id in ctx, gold=doc_id in gold, content=text,
+            evidence=tuple(evidence.get(doc_id, ())),
         ))
     return tuple(out)
 
@@ -107,7 +122,7 @@ def trace_view(trace: TraceRecord | None, label: LabelRecord | None, *, service:
     context: tuple[ContextPassage, ...] = ()
     anchors: dict[str, str] = {}
     if trace is not None:
-        gold = set(trace.gold_ids)
+        gold = set(trace.all_gold_ids)
         context = tuple(ContextPassage(f"passage-{i + 1}", i + 1, d.id, d.content, d.id in gold)
                         for i, d in enumerate(trace.context))
         for p in context:
@@ -131,4 +146,5 @@ def trace_view(trace: TraceRecord | None, label: LabelRecord | None, *, service:
         abstained=gen.abstained if gen is not None else False,
         retrieval=label.retrieval.to_json() if label is not None else {},
         ranking=label.ranking.to_json() if label is not None else {},
+        evidence_not_found=tuple(span_text(e) for e in trace.gold_evidence if not e.doc_id) if trace else (),
     )

@@ -347,7 +347,15 @@ def _traces_show(argv: list[str]) -> int:
     say(f"service  {obj['service']}   release {obj['release']}   at {obj.get('start_time')}")
     say(f"query    {obj['query']}")
     say(f"answer   {obj['answer'] if obj['answer'] is not None else '-'}")
+    gold = set(obj["gold_ids"])
     say(f"gold     {', '.join(obj['gold_ids']) or '-'}")
+    # evidence spans (`TraceRecord.gold_evidence`): where the evidence is, and the chunk that holds it
+    spans: dict[str, list[str]] = {}
+    for e in obj.get("gold_evidence") or ():
+        where = f"{e['source_id']}[{e['start']}:{e['end']}]"
+        say(f"evidence {where}  " + (f"in {e['doc_id']}" if e["doc_id"] else "held by no candidate of this trace"))
+        if e["doc_id"]:
+            spans.setdefault(e["doc_id"], []).append(where)
     if obj.get("complete") is False:
         say("INCOMPLETE: this trace lost attributes or a stage; the audit does not label it:")
         for reason in obj.get("incomplete_reasons") or ():
@@ -360,7 +368,10 @@ def _traces_show(argv: list[str]) -> int:
         for d in docs:
             score = "-" if d["score"] is None else f"{d['score']:.4f}"
             # ranks from 1, as on the web pages (the JSON keeps the wire's 0-based rank)
-            say(f"  #{d['rank'] + 1:<3} {d['id']}  score {score}")
+            mark = ""
+            if d["id"] in gold:
+                mark = "  ★ gold" + "".join(f" {w}" for w in spans.get(d["id"], ()))
+            say(f"  #{d['rank'] + 1:<3} {d['id']}  score {score}{mark}")
             if d.get("content"):
                 print(textwrap.indent(textwrap.fill(printable(d["content"]), 100), "       "))
     return 0
