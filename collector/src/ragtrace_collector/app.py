@@ -49,6 +49,10 @@ log = logging.getLogger("ragtrace.collector")
 
 #: the most traces one page of GET /api/traces holds (a larger limit streams, without a cursor)
 PAGE_MAX = 1000
+#: the most bytes one answer of GET /api/traces (a page) or /api/traces/{id} holds: a page with passage
+#: text (content=true) ends early, at the last trace that fits, and its cursor goes on from there
+RESPONSE_MAX_BYTES = 32 * 1024 * 1024
+
 
 
 class AuthError(Exception):
@@ -241,6 +245,10 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
         one response without a cursor. Memory stays bounded either way."""
         # all=true: also the roots that are not queries (`ragtrace_store.query_roots`)
         flt = TraceFilter(tenant=tenant, release=release, service=service, since=since, until=until)
+        if content and limit > PAGE_MAX:
+            # passage text makes a trace tens of KB: 100,000 of them streamed made a 377 MB answer
+            return JSONResponse({"error": f"content=true is answered in pages: ask limit <= {PAGE_MAX} and follow "
+                                          "the Ragtrace-Next-Cursor header to the next page"}, status_code=400)
         try:
             records = store.read_traces(tenant=tenant, release=release, service=service, since=since, until=until,
                                         limit=limit + 1 if limit <= PAGE_MAX else limit, with_content=content,
@@ -252,27 +260,42 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
         if limit > PAGE_MAX:
             return StreamingResponse((orjson.dumps(r.as_json(with_content=content)) + b"\n" for r in rows),
                                      media_type="application/x-ndjson")
-        page = list(itertools.islice(rows, limit + 1))
+        # a page ends at `limit` traces or at the last one that fits in RESPONSE_MAX_BYTES, whichever
+        # comes first; the cursor goes on after its last trace either way
+        lines: list[bytes] = []
+        size, last, more = 0, None, False
+        for record in itertools.islice(rows, limit + 1):
+            line = orjson.dumps(record.as_json(with_content=content)) + b"\n"
+            if len(lines) == limit or (lines and size + len(line) > RESPONSE_MAX_BYTES):
+                more = True
+                break
+            if size + len(line) > RESPONSE_MAX_BYTES:
+                return _too_large(f"trace {record.trace_id}", len(line), "list without content=true, and read "
+                                  f"this trace alone (GET /api/traces/{record.trace_id}, content=false if need be)")
+            lines.append(line)
+            size += len(line)
+            last = record
         headers = {}
-        if len(page) > limit:
-            page = page[:limit]
+        if more and last is not None:
             # the cursor of the listing read_traces read (`ragtrace_store.listing`): the CLI's and /traces' format
             headers["Ragtrace-Next-Cursor"] = encode_cursor(TraceListing(flt, include_all=include_all),
-                                                            page[-1].start_time, page[-1].trace_id)
+                                                            last.start_time, last.trace_id)
         if total:
             got = count_traces(store, flt, include_all=include_all)
             headers["Ragtrace-Total"], headers["Ragtrace-Total-Exact"] = str(got.queries), str(got.exact).lower()
-        body = b"".join(orjson.dumps(r.as_json(with_content=content)) + b"\n" for r in page)
-        return Response(body, media_type="application/x-ndjson", headers=headers)
+        return Response(b"".join(lines), media_type="application/x-ndjson", headers=headers)
 
     @app.get("/api/traces/{trace_id}")
-    def get_trace(trace_id: str, tenant: TenantDep) -> Response:
-        found = list(store.read_traces(tenant=tenant, trace_ids=[trace_id.lower()], with_content=True,
+    def get_trace(trace_id: str, tenant: TenantDep, content: bool = True) -> Response:
+        found = list(store.read_traces(tenant=tenant, trace_ids=[trace_id.lower()], with_content=content,
                                        include_all=True))
         if not found:
             return JSONResponse({"error": f"no trace {trace_id} (or its root span has not arrived yet)"},
                                 status_code=404)
-        return JSONResponse(found[0].as_json(with_content=True))
+        body = orjson.dumps(found[0].as_json(with_content=content))
+        if len(body) > RESPONSE_MAX_BYTES:
+            return _too_large(f"trace {trace_id}", len(body), "ask without its passages' text (content=false)")
+        return Response(body, media_type=JSON)
 
     for extension in extensions:
         extension(app, get_store, settings)
@@ -308,6 +331,11 @@ def _ingest(writer: Writer, admission: Admission, body_bytes: int, rows: Rows, s
     if rows.dropped_attribute_spans:
         metrics.inc("ragtrace_spans_dropped_attributes_total", rows.dropped_attribute_spans)
     return rows.rejected, rows.error_message()
+
+
+def _too_large(what: str, nbytes: int, instead: str) -> Response:
+    return JSONResponse({"error": f"{what} with its passages' text is {nbytes:,} bytes, more than an answer may hold "
+                                  f"({RESPONSE_MAX_BYTES:,} bytes): {instead}"}, status_code=413)
 
 
 def _refuse(metrics: Metrics, mt: str, status: int, reason: str,
