@@ -31,7 +31,7 @@ system-deps:
 # The collector's compiled attribute walk (collector/native/, ~2x ingest throughput): needs the
 # `native` packages of deploy/debian-packages.txt (g++, protoc, protobuf's C++ headers).
 NATIVE := build/native/.built
-$(NATIVE): $(STAMP) collector/native/otlp_walk.cc collector/native/build.py
+$(NATIVE): $(STAMP) collector/native/otlp_walk.cc collector/native/otlp_measure.cc collector/native/build.py
 	deploy/install-debian-packages native
 	$(PY) collector/native/build.py
 	touch $@
@@ -73,4 +73,5 @@ pytest: system-deps $(STAMP) $(NATIVE) $(JS_CLIENT)
 test: system-deps lint lint-imports typecheck pytest
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info collector/src/ragtrace_collector/_otlp_native*.so
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info collector/src/ragtrace_collector/_otlp_native*.so \
+		collector/src/ragtrace_collector/_otlp_measure*.so

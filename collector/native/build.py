@@ -10,6 +10,8 @@ libprotobuf-dev protobuf-compiler``; `make` does this on Debian). Steps:
    the Python side decodes with, and no copy of the upstream files lives in this repository.
 2. ``protoc --cpp_out`` generates the message classes; ``g++`` compiles them with
    ``otlp_walk.cc`` into ``collector/src/ragtrace_collector/_otlp_native<EXT_SUFFIX>`` next to the Python modules.
+3. ``g++`` compiles ``otlp_measure.cc`` (the request-cost scan, `ragtrace_collector.request_cost`; no
+   protobuf runtime) into ``_otlp_measure<EXT_SUFFIX>`` beside it.
 
 Without the module the collector uses the Python walk (same output, slower) and says so at start.
 ``--check`` exits 0 if the module is importable, 1 if not (nothing is built).
@@ -30,6 +32,7 @@ HERE = Path(__file__).resolve().parent
 COLLECTOR = HERE.parent
 BUILD = COLLECTOR.parent / "build" / "native"
 TARGET = COLLECTOR / "src" / "ragtrace_collector" / f"_otlp_native{sysconfig.get_config_var('EXT_SUFFIX')}"
+MEASURE_TARGET = TARGET.with_name(f"_otlp_measure{sysconfig.get_config_var('EXT_SUFFIX')}")
 
 _SCALARS = {
     FieldDescriptor.TYPE_DOUBLE: "double", FieldDescriptor.TYPE_FLOAT: "float",
@@ -126,7 +129,18 @@ def build() -> Path:
            f"-I{sysconfig.get_paths()['include']}", f"-I{gen}", *sources, "-o", str(tmp), "-lprotobuf"]
     subprocess.run(cmd, check=True)
     tmp.replace(TARGET)  # atomic: a running collector never sees half a file
+    build_measure()
     return TARGET
+
+
+def build_measure() -> Path:
+    """The request-cost scan (``otlp_measure.cc``): plain C++ over the wire bytes, no protobuf runtime."""
+    tmp = MEASURE_TARGET.with_suffix(".tmp")
+    subprocess.run(["g++", "-O2", "-shared", "-fPIC", "-std=c++20", "-fvisibility=hidden",
+                    f"-I{sysconfig.get_paths()['include']}", str(HERE / "otlp_measure.cc"), "-o", str(tmp)],
+                   check=True)
+    tmp.replace(MEASURE_TARGET)
+    return MEASURE_TARGET
 
 
 def main() -> int:

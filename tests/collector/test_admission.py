@@ -70,3 +70,56 @@ def test_a_failed_enqueue_leaves_the_charge_with_the_request() -> None:
     with pytest.raises(OSError, match="disk gone"):
         admission.to_queue(100, broken)
     assert admission.bodies == 100  # the caller gives it back, as the OTLP route does
+
+
+def _reserving(ticket: object, nbytes: int, wait_s: float, out: list[object]) -> threading.Thread:
+    from ragtrace_collector.admission import Ticket
+
+    assert isinstance(ticket, Ticket)
+    thread = threading.Thread(target=lambda: out.append(ticket.reserve(nbytes, wait_s)))
+    thread.start()
+    return thread
+
+
+def test_of_two_requests_that_fit_alone_the_older_waits_and_the_younger_yields() -> None:
+    from ragtrace_collector.admission import Verdict
+
+    queue = Queue()
+    admission = Admission(1000, lambda: queue.nbytes)
+    older, younger = admission.open(), admission.open()
+    assert older.take(200) and younger.take(200)  # both bodies are in
+    got: list[object] = []
+    waiting = _reserving(older, 700, 10.0, got)  # 200 + 700 would fit alone, not beside the younger: it waits
+    waiting.join(0.3)
+    assert waiting.is_alive() and not got
+    # the younger neither waits nor takes the room kept for the older: refused at once
+    assert younger.reserve(100, 10.0) is Verdict.BUSY
+    assert not younger.take(400)
+    assert not admission.fits(1)  # a new request is refused the kept room too
+    younger.close()  # refused, it gives back its body: the older goes on
+    waiting.join(5)
+    assert got == [Verdict.OK] and admission.bodies == 900
+    older.close()
+    assert admission.bodies == 0 and admission.held() == 0
+
+
+def test_the_oldest_waits_for_the_queue_to_drain_at_most_its_wait() -> None:
+    from ragtrace_collector.admission import Verdict
+
+    queue = Queue()
+    queue.nbytes = 900  # rows waiting for the store
+    admission = Admission(1000, lambda: queue.nbytes)
+    ticket = admission.open()
+    got: list[object] = []
+    waiting = _reserving(ticket, 500, 10.0, got)
+    waiting.join(0.2)
+    assert waiting.is_alive()
+    queue.nbytes = 100  # the writer wrote: nobody tells admission, it looks again
+    waiting.join(5)
+    assert got == [Verdict.OK]
+    ticket.close()
+    queue.nbytes = 900
+    stuck = admission.open()
+    assert stuck.reserve(500, 0.2) is Verdict.BUSY  # the store is not taking rows: 429 after the wait
+    assert stuck.reserve(1500, 10.0) is Verdict.TOO_LARGE  # could never fit: 413, without waiting
+    stuck.close()

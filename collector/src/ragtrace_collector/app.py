@@ -32,9 +32,10 @@ from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from ragtrace_collector.admission import Admission, decode_slots
+from ragtrace_collector.admission import Admission, Ticket, decode_slots
 from ragtrace_collector.assemble import Rows
 from ragtrace_collector.body_deadline import BodyDeadline
+from ragtrace_collector.bounded_decode import decode_within_bound
 from ragtrace_collector.client_errors import ClientErrors
 from ragtrace_collector.guard import RequestGuard
 from ragtrace_collector.ingest import IngestPool
@@ -52,7 +53,6 @@ PAGE_MAX = 1000
 #: the most bytes one answer of GET /api/traces (a page) or /api/traces/{id} holds: a page with passage
 #: text (content=true) ends early, at the last trace that fits, and its cursor goes on from there
 RESPONSE_MAX_BYTES = 32 * 1024 * 1024
-
 
 
 class AuthError(Exception):
@@ -172,14 +172,15 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
                                              f"{settings.max_body_bytes} (RAGTRACE_MAX_BODY_BYTES)")
         # Admission before a byte of the body is read: memory is promised by what is held now,
         # not discovered after the body is in (the rest of a refused body is discarded unread).
-        if not admission.fits(size_hint):
-            return _over_bound(metrics, errors, mt, admission, size_hint)
-        chunks: list[bytes] = []
-        size = 0
+        ticket = admission.open()
         try:
+            if not admission.fits(size_hint):
+                return _over_bound(metrics, errors, mt, admission, size_hint)
+            chunks: list[bytes] = []
+            size = 0
             # --body-timeout and disconnects mid-body: BodyDeadline, as for every route
             async for chunk in request.stream():
-                if not admission.take(len(chunk), size):
+                if not ticket.take(len(chunk)):
                     return _over_bound(metrics, errors, mt, admission, size_hint or size + len(chunk))
                 size += len(chunk)
                 if size > settings.max_body_bytes:
@@ -190,11 +191,13 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
             del chunks
             received_ms = time.time_ns() // 1_000_000
             try:
-                rows, spooled = await asyncio.get_running_loop().run_in_executor(decoding, functools.partial(
-                    pool.run, body, ctype, request.headers.get("content-encoding"), tenant, received_ms,
-                    settings.max_body_bytes, writer.written_passages))
+                # what the decode will hold is counted and reserved before it starts (bounded_decode.py)
+                rows, spooled, reserved = await asyncio.get_running_loop().run_in_executor(
+                    decoding, functools.partial(decode_within_bound, ticket, pool, body, ctype,
+                                                request.headers.get("content-encoding"), tenant, received_ms,
+                                                settings.max_body_bytes, writer.written_passages))
                 del body  # decoded: what is left of it is the spool's compressed copy
-                rejected, message = await run_in_threadpool(_ingest, writer, admission, size, rows, spooled, tenant,
+                rejected, message = await run_in_threadpool(_ingest, writer, ticket, reserved, rows, spooled, tenant,
                                                             received_ms, metrics)
             except OtlpError as exc:
                 return _refuse(metrics, mt, exc.status, exc.reason)
@@ -202,7 +205,7 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
                 return _refuse(metrics, mt, exc.status, exc.reason, {"Retry-After": str(exc.retry_after)},
                                errors=errors)
         finally:
-            admission.give_back(size)
+            ticket.close()  # gives back what the request still holds
         metrics.inc("ragtrace_requests_total", code="200")
         return Response(encode_response(mt, rejected, message), status_code=200, media_type=mt)
 
@@ -302,29 +305,20 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
     return app
 
 
-def _ingest(writer: Writer, admission: Admission, body_bytes: int, rows: Rows, spooled: bytes, tenant: str,
+def _ingest(writer: Writer, ticket: Ticket, reserved: int, rows: Rows, spooled: bytes, tenant: str,
             received_ms: int, metrics: Metrics) -> tuple[int, str]:
     """Spool and queue decoded rows. Runs in a worker thread; returns (rejected spans, message).
-    The rows are charged to the request (which still holds its ``body_bytes``) before they are
-    spooled, and the charge passes to the writer's queue as they are queued: what the collector
-    holds stays under --max-inflight-bytes while a request changes from body to rows."""
+    The rows are part of what the request reserved for its decode (``reserved``; more is charged if
+    they came out larger), and their charge passes to the writer's queue as they are queued: what the
+    collector holds stays under --max-inflight-bytes while a request changes from body to rows."""
     if rows.spans:
-        if not admission.take(rows.nbytes, body_bytes):
+        admission = ticket.admission
+        if rows.nbytes > reserved and not ticket.take(rows.nbytes - reserved):
             raise Backpressure(429, 1, f"the collector holds {admission.held()} bytes; the {rows.nbytes} bytes of "
                                        f"rows decoded from this request would exceed its limit of {admission.limit} "
                                        "(RAGTRACE_MAX_INFLIGHT_BYTES): retry after the Retry-After seconds")
-        handed = False
-
-        def hand_over(enqueue: Callable[[], None]) -> None:
-            nonlocal handed
-            admission.to_queue(rows.nbytes, enqueue)
-            handed = True
-
-        try:
-            writer.submit(tenant, received_ms, spooled, rows, enqueue_via=hand_over)
-        finally:
-            if not handed:
-                admission.give_back(rows.nbytes)
+        writer.submit(tenant, received_ms, spooled, rows,
+                      enqueue_via=lambda enqueue: ticket.to_queue(rows.nbytes, enqueue))
     metrics.inc("ragtrace_spans_received_total", rows.spans)
     if rows.rejected:
         metrics.inc("ragtrace_spans_rejected_total", rows.rejected)

@@ -115,11 +115,13 @@ class CollectorSettings:
     batch_interval: float = 0.5
     #: decoded data waiting for the writer; beyond it requests get 429 ($RAGTRACE_QUEUE_MAX_BYTES)
     queue_max_bytes: int = 256 * MiB
-    #: bytes held for clients at once: request bodies being received or decoded plus decoded rows
-    #: waiting for the store. A request whose Content-Length does not fit gets 429 before its body
-    #: is read, one that outgrows it while arriving too ($RAGTRACE_MAX_INFLIGHT_BYTES). At least
-    #: max_body_bytes, so a request of the largest size fits when nothing else is held.
-    max_inflight_bytes: int = 256 * MiB
+    #: bytes held for clients at once: request bodies being received, what their decodes hold
+    #: (counted from the body before it is decoded: `request_cost`), and decoded rows waiting for
+    #: the store. A request whose Content-Length does not fit gets 429 before its body is read, one
+    #: that outgrows it while arriving or whose decode does not fit too; one whose decode could not
+    #: fit even alone gets 413 ($RAGTRACE_MAX_INFLIGHT_BYTES). At least max_body_bytes; the default
+    #: holds a 64 MiB request of ordinary traces with its decode (about 4.5 x its bytes at most).
+    max_inflight_bytes: int = 512 * MiB
     #: seconds a connection may take to send a request's line and headers, counted from its
     #: start or from the previous response ($RAGTRACE_HEADER_TIMEOUT); then it is closed
     header_timeout: float = 10.0

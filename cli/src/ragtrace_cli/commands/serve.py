@@ -39,9 +39,9 @@ def serve_main(argv: list[str]) -> int:
     p.add_argument("--batch-interval", help="... or this long after its first span (default 0.5s)")
     p.add_argument("--queue-max-bytes", type=int, help="429 beyond this much unwritten data in memory")
     p.add_argument("--max-inflight-bytes", type=int,
-                   help="bytes held for clients at once (bodies being received or decoded + rows queued for the "
-                        "store); requests beyond it get 429 before their body is read (default 256 MiB; "
-                        "$RAGTRACE_MAX_INFLIGHT_BYTES)")
+                   help="bytes held for clients at once (bodies being received, what their decodes hold, counted "
+                        "before they start, + rows queued for the store); requests beyond it get 429, one whose "
+                        "decode could never fit 413 (default 512 MiB; $RAGTRACE_MAX_INFLIGHT_BYTES)")
     p.add_argument("--header-timeout", help="a connection must send a request's headers within this (default 10s)")
     p.add_argument("--body-timeout", help="any request must send its body within this, else 408 (default 30s)")
     p.add_argument("--keep-alive-timeout", help="idle keep-alive connections close after this (default 5s)")

@@ -1,0 +1,79 @@
+"""Memory per request within the bound whatever its span count; of two large requests one gets through.
+
+Before, admission counted bytes only: one 63 MiB request of 1,082,334 attribute-less spans was admitted
+and took the collector from 365 MB to 2.4 GB, and two large requests arriving together could both be
+refused (each holding its body while the other's rows did not fit), again and again. Now what a
+decode will hold is counted from the body before it is decoded (`request_cost`) and reserved with
+the body; the oldest request may wait for room, the others yield. The campaign's shapes, scaled down,
+against a real `ragtrace serve`.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+
+import httpx
+
+from tests import hostile_bodies as H
+
+from ._serve import metric, serve, wait_for
+
+PB = {"content-type": "application/x-protobuf"}
+MiB = 1024 * 1024
+
+
+def _status_kb(pid: int, key: str) -> int:
+    found = re.search(rf"{key}:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text())
+    assert found, key
+    return int(found.group(1))
+
+
+def _reason(r: httpx.Response) -> str:
+    """The readable part of an OTLP Status (protobuf)."""
+    return "".join(c for c in r.content.decode("utf-8", "replace") if c.isprintable())
+
+
+def test_a_request_of_many_tiny_spans_is_refused_before_it_is_decoded(tmp_path: Path) -> None:
+    body = H.tiny_spans(200_000)  # 11.6 MiB that would decode to about 400 MB
+    with serve(tmp_path, "--max-inflight-bytes", str(128 * MiB)) as (url, _port, log, pid):
+        Path(f"/proc/{pid}/clear_refs").write_text("5")  # the peak (VmHWM) starts again from here
+        rest = _status_kb(pid, "VmRSS")
+        refused = httpx.post(f"{url}/v1/traces", content=body, headers=PB, timeout=120)
+        grew_mb = (_status_kb(pid, "VmHWM") - rest) / 1024
+        assert refused.status_code == 413, refused.status_code
+        reason = _reason(refused)
+        assert "200,000 spans" in reason and "--max-inflight-bytes" in reason
+        assert "OTEL_BSP_MAX_EXPORT_BATCH_SIZE" in reason
+        # the body was received (about three copies of it while it arrives), nothing of it decoded
+        assert grew_mb < 3 * len(body) / MiB + 60, grew_mb
+        # one that fits is decoded and stored as ever
+        ok = httpx.post(f"{url}/v1/traces", content=H.tiny_spans(20_000), headers=PB, timeout=120)
+        assert ok.status_code == 200
+        wait_for(lambda: metric(url, "ragtrace_held_bytes") == 0, 60, "everything held being given back")
+        assert metric(url, 'ragtrace_requests_total{code="413"}') == 1
+    assert "Traceback" not in log.read_text()
+
+
+def test_of_two_requests_that_fit_alone_but_not_together_one_gets_through(tmp_path: Path) -> None:
+    body = H.tiny_spans(18_000)  # about 40 MiB to decode: one fits in 64 MiB, two do not
+    with serve(tmp_path, "--max-inflight-bytes", str(64 * MiB)) as (url, *_):
+        alone = [httpx.post(f"{url}/v1/traces", content=body, headers=PB, timeout=60).status_code for _ in range(2)]
+        assert alone == [200, 200]
+        for _ in range(5):
+            barrier = threading.Barrier(2)
+            answers: list[int] = []
+
+            def send() -> None:
+                barrier.wait()  # noqa: B023 (each round's own barrier, joined before the next)
+                r = httpx.post(f"{url}/v1/traces", content=body, headers=PB, timeout=60)
+                answers.append(r.status_code)  # noqa: B023
+
+            threads = [threading.Thread(target=send) for _ in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert 200 in answers and set(answers) <= {200, 429}, answers
+        wait_for(lambda: metric(url, "ragtrace_held_bytes") == 0, 60, "everything held being given back")
