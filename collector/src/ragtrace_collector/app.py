@@ -42,6 +42,7 @@ from ragtrace_collector.ingest import IngestPool
 from ragtrace_collector.metrics import Metrics
 from ragtrace_collector.otlp import JSON, OtlpError, encode_response, encode_status, media_type
 from ragtrace_collector.settings import CollectorSettings
+from ragtrace_collector.shutdown import Shutdown, ShutdownGate
 from ragtrace_collector.spool import Spool, SpoolError
 from ragtrace_collector.writer import Backpressure, Writer
 from ragtrace_store import DEFAULT_TENANT, CursorError, Store, TraceFilter, TraceListing, count_traces, encode_cursor
@@ -97,6 +98,7 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
     pool = IngestPool(settings.ingest_workers)
     stop_background = threading.Event()
     errors = ClientErrors(metrics)
+    shutdown = Shutdown(settings.shutdown_timeout, errors)
     # Bodies being received or decoded plus rows queued for the store, bounded together (admission.py).
     admission = Admission(settings.max_inflight_bytes, lambda: writer.held_bytes)
     metrics.gauge("ragtrace_inflight_bytes", "request bodies being received or decoded, bytes",
@@ -121,23 +123,28 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
                    for task in background]
         for thread in threads:
             thread.start()
+        shutdown.attach(asyncio.get_running_loop())
         try:
             yield
         finally:
+            # within --shutdown-timeout of SIGTERM (shutdown.py): a decode still running is not
+            # waited for (its request was cut), the writer flushes for what is left of the timeout
             stop_background.set()
-            await run_in_threadpool(decoding.shutdown)
-            await run_in_threadpool(pool.stop)
-            clean = await run_in_threadpool(writer.stop, settings.shutdown_timeout)
+            decoding.shutdown(wait=False, cancel_futures=True)
+            await _within(pool.stop, shutdown.flush_budget())
+            clean = await run_in_threadpool(writer.stop, shutdown.flush_budget())
             if not clean:
                 log.warning("shutdown timeout: unwritten requests stay in the spool %s and are replayed "
                             "on the next start", spool.dir)
             for thread in threads:
-                thread.join(1.0)
+                thread.join(min(1.0, shutdown.flush_budget()))
 
     app = FastAPI(title="ragtrace collector", lifespan=lifespan, docs_url=None, redoc_url=None)
     # For every route, innermost first: the body deadline and disconnects mid-body (body_deadline.py);
-    # the Host, origin and content-type checks and the security headers (guard.py).
+    # requests in flight cut at shutdown (shutdown.py); the Host, origin and content-type checks and
+    # the security headers (guard.py).
     app.add_middleware(BodyDeadline, timeout=settings.body_timeout, errors=errors, metrics=metrics)
+    app.add_middleware(ShutdownGate, shutdown=shutdown)
     app.add_middleware(RequestGuard, settings=settings)
     app.state.settings = settings
     app.state.store = store
@@ -145,6 +152,7 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
     app.state.metrics = metrics
     app.state.client_errors = errors
     app.state.admission = admission
+    app.state.shutdown = shutdown
 
     def get_store() -> Store:
         return store
@@ -303,6 +311,24 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
     for extension in extensions:
         extension(app, get_store, settings)
     return app
+
+
+async def _within(stop: Callable[[], None], seconds: float) -> None:
+    """Run ``stop`` in a daemon thread and wait for it at most ``seconds``: a process pool that is
+    still decoding must not hold the shutdown past its deadline (an executor's thread would be
+    joined at exit)."""
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            stop()
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="ragtrace-stop", daemon=True).start()
+    deadline = time.monotonic() + seconds
+    while not done.is_set() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)  # a thread's end has no awaitable: poll it
 
 
 def _ingest(writer: Writer, ticket: Ticket, reserved: int, rows: Rows, spooled: bytes, tenant: str,

@@ -29,6 +29,7 @@ KINDS = {
     "invalid_http": "a request that is not valid HTTP (answered 400)",
     "accept_failed": "accepting a connection failed (out of file descriptors or memory)",
     "refused": "a request refused with 429 or 503 (backpressure; the client retries)",
+    "cut_at_shutdown": "a request still in flight when the shutdown's time for requests ran out (503 or cut off)",
 }
 INTERVAL_S = 60.0
 

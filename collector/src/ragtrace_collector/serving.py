@@ -19,14 +19,20 @@ backlog per event-loop turn). `uvicorn_config` adds:
   how many are accepted in one event-loop turn before the cap sees them;
 * the host of a request line in absolute form (``GET http://name/path``), which uvicorn drops, kept in
   the scope for `ragtrace_collector.guard` to judge;
-* client errors logged once per kind per interval (`ragtrace_collector.client_errors`).
+* client errors logged once per kind per interval (`ragtrace_collector.client_errors`);
+* `StoppingServer`: SIGTERM starts `ragtrace_collector.shutdown.Shutdown`'s timeline, and the process is
+  left at its deadline whatever still runs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import resource
+import socket
+from collections.abc import Callable
+from types import FrameType
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -36,6 +42,7 @@ from uvicorn.protocols.http.auto import AutoHTTPProtocol
 from ragtrace_collector.client_errors import ClientErrorFilter, ClientErrors
 from ragtrace_collector.guard import TARGET_AUTHORITY
 from ragtrace_collector.settings import CollectorSettings
+from ragtrace_collector.shutdown import REQUESTS_SHARE, Shutdown
 
 log = logging.getLogger("ragtrace.collector")
 
@@ -160,6 +167,32 @@ def guarded_protocol(errors: ClientErrors, *, header_timeout: float, max_connect
     return GuardedHTTPProtocol
 
 
+class StoppingServer(uvicorn.Server):
+    """uvicorn's server, stopped on `Shutdown`'s timeline: SIGTERM (or SIGINT) begins it and arms
+    ``leave`` for the deadline; after the app's own shutdown (the writer's flush), ``leave`` is called at
+    once when requests cut by it are still held by worker threads that cannot be interrupted (their
+    tasks would otherwise be waited for as the event loop closes). ``leave`` must end the process."""
+
+    def __init__(self, config: uvicorn.Config, shutdown: Shutdown, leave: Callable[[], None]) -> None:
+        super().__init__(config)
+        self.stop = shutdown
+        self.leave = leave
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        if not self.stop.begun:
+            self.stop.begin()
+            self.stop.watch(self.leave)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().shutdown(sockets)
+        stragglers = self.stop.stragglers()
+        if stragglers:
+            log.warning("shutdown: %d request(s) cut at shutdown still run in worker threads; leaving without "
+                        "waiting for them", stragglers)
+            self.leave()
+
+
 def uvicorn_config(app: Any, settings: CollectorSettings, errors: ClientErrors, *, log_level: str = "info",
                    access_log: bool = False) -> uvicorn.Config:
     """The uvicorn configuration `ragtrace serve` runs ``app`` with (see the module doc). Raises the
@@ -173,8 +206,24 @@ def uvicorn_config(app: Any, settings: CollectorSettings, errors: ClientErrors, 
         app, host=settings.host, port=settings.port, log_level=log_level, access_log=access_log,
         http=guarded_protocol(errors, header_timeout=settings.header_timeout, max_connections=cap),
         timeout_keep_alive=max(1, round(settings.keep_alive_timeout)), backlog=BACKLOG,
-        timeout_graceful_shutdown=max(1, int(settings.shutdown_timeout)))
+        # requests in flight are cut at their share of the timeout (shutdown.py); uvicorn then stops
+        # waiting for their connections soon after
+        timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout * REQUESTS_SHARE) + 1)
     # after Config (which configures uvicorn's loggers): their per-occurrence client errors
     for name in ("uvicorn.error", "asyncio"):
         logging.getLogger(name).addFilter(ClientErrorFilter(errors))
+    # a streaming answer cut by the shutdown ends without its last chunk, as intended: uvicorn says so
+    # at ERROR level once per request; the cut is counted and logged by shutdown.py instead
+    logging.getLogger("uvicorn.error").addFilter(_CutAnswerFilter(app))
     return config
+
+
+class _CutAnswerFilter(logging.Filter):
+    def __init__(self, app: Any) -> None:
+        super().__init__()
+        self.app = app
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        shutdown = getattr(getattr(self.app, "state", None), "shutdown", None)
+        return not (isinstance(shutdown, Shutdown) and shutdown.begun
+                    and record.msg == "ASGI callable returned without completing response.")

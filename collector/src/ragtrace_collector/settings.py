@@ -133,7 +133,9 @@ class CollectorSettings:
     #: open connections at most ($RAGTRACE_MAX_CONNECTIONS); more are closed when accepted, and
     #: requests get 503 while this many are open. Lowered to fit the open-files limit.
     max_connections: int = 4096
-    #: SIGTERM: how long to flush before exiting; what is left stays in the spool
+    #: SIGTERM: the process has left within this, whatever is in flight (`ragtrace_collector.shutdown`:
+    #: requests get half of it, then are cut; the writer flushes until just before it; the rest stays
+    #: in the spool)
     shutdown_timeout: float = 10.0
     #: run `run_audit` every this many seconds in the background (0 = never)
     audit_every: float = 0.0

@@ -9,8 +9,11 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import os
 import signal
 import socket
+import sys
+import threading
 
 from ragtrace_cli.commands.common import STORE_HELP, open_or_report
 from ragtrace_collector.settings import CollectorSettings, parse_names, parse_tokens
@@ -107,10 +110,8 @@ def serve_main(argv: list[str]) -> int:
                   variant="cluster" if settings.cluster else "single", cluster=settings.cluster or None)
     if store is None:
         return 2
-    import uvicorn
-
     from ragtrace_cli.server import build_app
-    from ragtrace_collector.serving import uvicorn_config
+    from ragtrace_collector.serving import StoppingServer, uvicorn_config
 
     try:
         app = build_app(settings, store)
@@ -128,7 +129,8 @@ def serve_main(argv: list[str]) -> int:
         # kind per minute (ragtrace_collector.serving)
         config = uvicorn_config(app, settings, app.state.client_errors, log_level=a.log_level,
                                 access_log=a.log_level == "debug")
-        server = uvicorn.Server(config)
+        # SIGTERM: out within --shutdown-timeout whatever is in flight (ragtrace_collector.shutdown)
+        server = StoppingServer(config, app.state.shutdown, _leave)
         # Requests allocate many short-lived containers, freed by reference counting; the cyclic
         # collector would otherwise run every 700 allocations and re-scan everything imported at
         # start. Freeze what exists now and collect less often (~3% of the collector's CPU).
@@ -143,9 +145,26 @@ def serve_main(argv: list[str]) -> int:
         server.run()
         if stopped_by:
             log.info("stopped by signal %d", stopped_by[0])
-        return 0 if server.started else 1
+        code = 0 if server.started else 1
     finally:
         store.close()
+    busy = [t.name for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
+    if busy and stopped_by:
+        # a decode of a request cut by the shutdown: Python would join its thread at exit, past the
+        # --shutdown-timeout; its request was answered 503 and nothing of it was acknowledged
+        log.info("leaving without waiting for %d worker thread(s) still running (%s)", len(busy),
+                 ", ".join(sorted(set(busy)))[:200])
+        _leave(code)
+    return code
+
+
+def _leave(code: int = 0) -> None:
+    """End the process now (exit status ``code``): the shutdown's deadline passed, or what is left is
+    work it cut that worker threads still hold (a store read, an audit, a decode). Acknowledged data is
+    in the spool; leaving is what a kill -9 would do, which the spool is built for. Any thread."""
+    logging.shutdown()  # flush the log handlers: os._exit skips it
+    sys.stdout.flush()
+    os._exit(code)
 
 
 def _check_audit_labellers(p: argparse.ArgumentParser, names: tuple[str, ...]) -> None:
