@@ -7,10 +7,11 @@ hold the same N queries: ``clean`` nothing else, ``hostile`` also M such roots, 
 attack posted them (OTLP protobuf requests of 300,000 spans through the collector's decode path and
 its writer, `ragtrace_collector.writer.Writer`). The queries are written by the engine itself
 (``INSERT ... SELECT FROM numbers()``): over the 30 days before 2026-10-31, five releases one after
-another, four routes; each an SDK root (priority 3) with a retriever, a reranker and an LLM span, and
-2 % of them an OpenInference chain instead (a parentless CHAIN root, priority 2, and the same spans),
-which is a query only because of its stage spans. Then every table is merged (``OPTIMIZE FINAL``), as
-the server's merges leave it minutes later.
+another, four routes; each an SDK root (priority 3) with a retriever, a reranker and an LLM span, and 2 %
+of them an OpenInference chain instead (a parentless CHAIN root, priority 2, and the same spans), which
+is a query only because of its stage spans. The flood starts in the queries' last hour, as spans a
+sender posts "now" do. Then every table is merged (``OPTIMIZE FINAL``), as the server's merges leave it
+minutes later.
 
 Each path runs the product's code (`read_traces`, `count_traces`, `count_listing`, `sample_traces`) on
 both tenants, alternately, ``--runs`` times; the best time of each is kept and the ratio hostile /
@@ -146,7 +147,8 @@ def _mark_chains(st: Any, n: int) -> int:
 
 def attack(st: Any, path: Path, m: int) -> dict[str, Any]:
     """M parentless spans without attributes, in OTLP requests of `PER_REQUEST` through the collector's
-    decode path and writer, spread over the queries' 30 days."""
+    decode path and writer, starting in the hour before the requests arrive (as a sender posting them
+    now makes them): newer than all but the newest queries."""
     import random
 
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -171,7 +173,7 @@ def attack(st: Any, path: Path, m: int) -> dict[str, Any]:
     writer = Writer(st, Spool(path.parent / f"{path.name}-spool", max_bytes=1 << 34), Metrics())
     writer.start()
     received_ms = int(END.timestamp() * 1000)
-    first_ns = (received_ms - SPAN_MS) * 1_000_000
+    first_ns = (received_ms - 3_600_000) * 1_000_000
     requests = []
     try:
         for done in range(0, m, PER_REQUEST):
@@ -183,7 +185,7 @@ def attack(st: Any, path: Path, m: int) -> dict[str, Any]:
                 span.trace_id = rng.randbytes(16)
                 span.span_id = rng.randbytes(8)
                 span.name = "x"
-                span.start_time_unix_nano = first_ns + rng.randrange(SPAN_MS) * 1_000_000
+                span.start_time_unix_nano = first_ns + rng.randrange(3_600_000) * 1_000_000
                 span.end_time_unix_nano = span.start_time_unix_nano + 1_000_000
             body = req.SerializeToString()
             marking[0] = 0.0

@@ -28,7 +28,13 @@ Reported per client:
   given (qrels by query id, from the root's metadata) and without (the offline relevance labeller
   decides G); the planted ``lost`` traces must be ``incomplete``. Target with gold: >= 95 %.
 
-Usage:  .venv/bin/python benchmarks/interop.py [--queries 200] [--clients langchain,js] [--json out.json]
+``--value-length-limit N`` gives the Python clients' SDK ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`` N (as
+``SpanLimits(max_attribute_length=N)``): every longer string value is cut to N characters without a flag, so
+prompts and document lists that do not fit arrive cut. Such traces must come out incomplete, never
+silently wrong.
+
+Usage:  .venv/bin/python benchmarks/interop.py [--queries 200] [--clients langchain,js] [--value-length-limit N]
+        [--json out.json]
 Not a test: no asserts.
 """
 
@@ -118,7 +124,8 @@ def plant(n: int, client: str, seed: int) -> list[Planted]:
 
 
 # --- the clients ------------------------------------------------------------------------------------
-def run_langchain(c: Collector, planted: list[Planted], *, nested: bool, release: str) -> dict[str, str]:
+def run_langchain(c: Collector, planted: list[Planted], *, nested: bool, release: str,
+                  value_length: int | None = None) -> dict[str, str]:
     from langchain_core.callbacks import CallbackManagerForRetrieverRun
     from langchain_core.documents import Document
     from langchain_core.language_models.fake_chat_models import FakeListChatModel
@@ -150,7 +157,7 @@ def run_langchain(c: Collector, planted: list[Planted], *, nested: bool, release
     def fmt(docs: list[Document]) -> str:
         return "\n\n".join(d.page_content for d in docs)
 
-    tp, seen = c.provider("interop-langchain", release)
+    tp, seen = c.provider("interop-langchain", release, max_value_length=value_length)
     inst = LangChainInstrumentor()
     inst.instrument(tracer_provider=tp)
     out = {}
@@ -175,7 +182,8 @@ def run_langchain(c: Collector, planted: list[Planted], *, nested: bool, release
     return out
 
 
-def run_llamaindex(c: Collector, planted: list[Planted], *, style: str, release: str) -> dict[str, str]:
+def run_llamaindex(c: Collector, planted: list[Planted], *, style: str, release: str,
+                   value_length: int | None = None) -> dict[str, str]:
     from llama_index.core.base.response.schema import StreamingResponse
     from llama_index.core.callbacks import CBEventType, EventPayload
     from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
@@ -242,7 +250,7 @@ def run_llamaindex(c: Collector, planted: list[Planted], *, style: str, release:
                 ev.on_end(payload={EventPayload.NODES: out})
             return out
 
-    tp, seen = c.provider("interop-llamaindex", release)
+    tp, seen = c.provider("interop-llamaindex", release, max_value_length=value_length)
     inst = LlamaIndexInstrumentor()
     inst.instrument(tracer_provider=tp)
     out = {}
@@ -354,6 +362,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--clients", default=",".join(CLIENTS))
     ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--value-length-limit", type=int, help="the Python clients' OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT")
     ap.add_argument("--json", dest="json_path")
     args = ap.parse_args(argv)
     clients = [x.strip() for x in args.clients.split(",") if x.strip()]
@@ -363,7 +372,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from ragtrace_evaluator.audit.run import run_audit
 
-    results: dict[str, Any] = {"queries_per_client": args.queries, "clients": {}, "skipped": {}}
+    results: dict[str, Any] = {"queries_per_client": args.queries, "value_length_limit": args.value_length_limit,
+                               "clients": {}, "skipped": {}}
     planted_all: dict[str, Planted] = {}
     with tempfile.TemporaryDirectory(prefix="ragtrace-interop-") as tmp:
         store = open_store(str(Path(tmp) / "store"), migrate=True)
@@ -373,9 +383,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 t0 = time.perf_counter()
                 if client.startswith("langchain"):
                     got: dict[str, str] | str = run_langchain(c, planted, nested=client == "langchain-nested",
-                                                              release=client)
+                                                              release=client, value_length=args.value_length_limit)
                 elif client.startswith("llamaindex"):
-                    got = run_llamaindex(c, planted, style=client.split("-", 1)[1], release=client)
+                    got = run_llamaindex(c, planted, style=client.split("-", 1)[1], release=client,
+                                         value_length=args.value_length_limit)
                 else:
                     got = run_js(c, planted, release=client)
                 if isinstance(got, str):
