@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from functools import partial, update_wrapper
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import orjson
 from fastapi import FastAPI, Request
@@ -29,11 +29,17 @@ from ragtrace_collector.otlp import JSON
 from ragtrace_collector.settings import CollectorSettings
 from ragtrace_store import DEFAULT_TENANT, Store, utc_now
 
+if TYPE_CHECKING:  # the review UI is optional here
+    from ragtrace_review.local_admin import LocalAdmin
+
 log = logging.getLogger("ragtrace.collector")
 
 
-def build_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | None = None) -> FastAPI:
-    """The `ragtrace serve` app for ``store`` (which the caller opened and closes)."""
+def build_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | None = None,
+              local_admin: LocalAdmin | None = None) -> FastAPI:
+    """The `ragtrace serve` app for ``store`` (which the caller opened and closes); ``local_admin``
+    (`ragtrace_review.local_admin`, which the caller closes) opens its reviewer administration to the
+    user running it."""
     metrics = metrics or Metrics()
     # --export-labels: every audit below hands its labels to the one exporter (ragtrace_cli.label_export)
     export = label_export(settings, metrics)
@@ -50,7 +56,7 @@ def build_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | N
             raise
         log.info("review UI not available: %s", exc)
     else:
-        extensions.append(review_web.mount)
+        extensions.append(update_wrapper(partial(review_web.mount, local_admin=local_admin), review_web.mount))
     return create_app(settings, store, metrics=metrics, extensions=extensions, background=background)
 
 

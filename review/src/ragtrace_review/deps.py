@@ -12,7 +12,8 @@ each usable with ``Depends`` and each replaceable in a test with ``app.dependenc
     get_session   who is asking: a session cookie or a bearer token, else NotAuthenticated
     check_csrf    the session, once a form's CSRF token matched it (bearer requests carry no form)
     bearer_only   the session of a JSON API write: bearer token only, not a viewer
-    admin_tenant  the tenant of an operator's credential for /api/reviewers
+    admin_tenant  the tenant of an operator's credential for /api/reviewers (or of the local admin
+                  credential a serving process wrote for its own user, `ragtrace_review.local_admin`)
 
 The ``...Dep`` aliases are the annotations routes use (``session: SessionDep``).
 """
@@ -39,6 +40,7 @@ from ragtrace_review.handlers import (
     ViewerRefused,
 )
 from ragtrace_review.limits import LoginLimiter
+from ragtrace_review.local_admin import LocalAdmin
 from ragtrace_review.rendering import Renderer
 from ragtrace_store import DEFAULT_TENANT, Store
 
@@ -61,9 +63,17 @@ class ReviewSettings:
     secret: bytes = field(repr=False)
     tenant_tokens: Mapping[str, str] = field(default_factory=dict, repr=False)
     admin_token: str = field(default="", repr=False)
+    #: the serving process's local admin credential (`ragtrace_review.local_admin`); it opens
+    #: `/api/reviewers` for tenant "default" on a server without tenant tokens, from loopback only
+    local_admin: LocalAdmin | None = field(default=None, repr=False)
+
+    @property
+    def local(self) -> LocalAdmin | None:
+        """The local admin credential where it applies: not beside tenant tokens, which name the tenant."""
+        return None if self.tenant_tokens else self.local_admin
 
     @classmethod
-    def from_settings(cls, settings: Any) -> ReviewSettings:
+    def from_settings(cls, settings: Any, local_admin: LocalAdmin | None = None) -> ReviewSettings:
         """From the collector's settings (or anything with the same attributes; None: none set).
 
         The cookie key is ``settings.review_secret``, else $RAGTRACE_REVIEW_SECRET, else random. A
@@ -73,7 +83,7 @@ class ReviewSettings:
         value = getattr(settings, "review_secret", None) or os.environ.get(ENV_SECRET)
         return cls(secret=value.encode("utf-8") if value else secrets.token_bytes(32),
                    tenant_tokens=dict(getattr(settings, "tokens", None) or {}),
-                   admin_token=str(getattr(settings, "admin_token", "") or ""))
+                   admin_token=str(getattr(settings, "admin_token", "") or ""), local_admin=local_admin)
 
     @property
     def admins(self) -> Mapping[str, str]:
@@ -93,6 +103,10 @@ class ReviewSettings:
         if self.tenant_tokens:
             return ("a tenant token of the server's --tokens (RAGTRACE_ADMIN_TOKEN opens it only on a server "
                     "without tenant tokens)")
+        if self.local is not None:
+            return (f"the server's RAGTRACE_ADMIN_TOKEN, or from this machine its local admin credential, which "
+                    f"only the user running the server can read in {self.local.path} (`ragtrace reviewers ... "
+                    f"--server {self.local.url}` run as that user sends it; each use spends it)")
         return "the server's RAGTRACE_ADMIN_TOKEN"
 
 
@@ -188,8 +202,8 @@ BearerSessionDep = Annotated[auth.Session, Depends(bearer_only)]
 def admin_tenant(request: Request, settings: SettingsDep) -> str:
     """The tenant whose reviewers the caller administers: the one of the bearer credential it sent
     (`AdminClosed` when the server has none configured, `AdminUnauthenticated` for a wrong one)."""
-    admins = settings.admins
-    if not admins:
+    admins, local = settings.admins, settings.local
+    if not admins and local is None:
         raise AdminClosed()
     scheme, _, sent = request.headers.get("authorization", "").partition(" ")
     found = None
@@ -197,6 +211,9 @@ def admin_tenant(request: Request, settings: SettingsDep) -> str:
         # every credential compared, in constant time, so the answer's timing does not say which matched
         if scheme.lower() == "bearer" and hmac.compare_digest(known.encode(), sent.strip().encode()):
             found = tenant
+    if found is None and local is not None and scheme.lower() == "bearer" \
+            and local.accept(sent.strip(), request.client.host if request.client else None, request.headers):
+        found = DEFAULT_TENANT
     if found is None:
         raise AdminUnauthenticated(settings.admin_credential)
     return found

@@ -35,6 +35,7 @@ from ragtrace_review.deps import ReviewContext, ReviewSettings
 from ragtrace_review.explorer import dashboard, traces
 from ragtrace_review.limits import LoginLimiter
 from ragtrace_review.links import PREFIX
+from ragtrace_review.local_admin import LocalAdmin
 from ragtrace_review.rendering import Renderer
 from ragtrace_review.routes import api, login, queues, reviewers
 from ragtrace_store import CLAIM_VERDICTS, FAILURE_MODES, Store
@@ -56,17 +57,19 @@ def templates() -> Environment:
 
 
 def mount(app: FastAPI, get_store: Callable[[], Store], settings: Any = None, *,
-          login_limiter: LoginLimiter | None = None) -> APIRouter:
+          login_limiter: LoginLimiter | None = None, local_admin: LocalAdmin | None = None) -> APIRouter:
     """Add the ``/review`` pages, ``/api/reviewers``, ``/traces`` and ``/dashboard`` to ``app``.
 
     ``get_store`` returns the Store; ``settings`` is the collector's settings (``review_secret``,
     ``tokens``, ``admin_token``; None: none of them set); ``login_limiter`` counts failed logins per
-    client (default: `ragtrace_review.limits`' limits). Returns a router holding the app's routes under
-    ``/review`` (its ``routes`` list them, e.g. for tests). One app takes the UI once.
+    client (default: `ragtrace_review.limits`' limits); ``local_admin`` is the serving process's local
+    admin credential (`ragtrace_review.local_admin`; None: none). Returns a router holding the app's
+    routes under ``/review`` (its ``routes`` list them, e.g. for tests). One app takes the UI once.
     """
     if getattr(app.state, "review", None) is not None:
         raise ValueError("the review UI is already mounted on this app; mount it once per app")
-    app.state.review = ReviewContext(get_store=get_store, settings=ReviewSettings.from_settings(settings),
+    app.state.review = ReviewContext(get_store=get_store,
+                                     settings=ReviewSettings.from_settings(settings, local_admin),
                                      renderer=Renderer(templates()), limiter=login_limiter or LoginLimiter())
     review = _add_routes(app, login.router, queues.router, api.router)
     _add_routes(app, reviewers.router)

@@ -28,8 +28,17 @@ from ragtrace_cli.commands.common import (
 from ragtrace_review import auth
 from ragtrace_review.calibrate import agreement_report, export_gold, render_text, write_gold
 from ragtrace_review.errors import ReviewError
+from ragtrace_review.local_admin import LocalCredential, read_credential
 from ragtrace_review.queues import enqueue, progress, queue_names
-from ragtrace_store import DEFAULT_TENANT, LabelError, Store, StoreError, read_label_lines
+from ragtrace_store import (
+    DEFAULT_TENANT,
+    LabelError,
+    Store,
+    StoreError,
+    default_store_path,
+    is_server_url,
+    read_label_lines,
+)
 
 ENV_TOKEN = "RAGTRACE_REVIEW_TOKEN"
 
@@ -94,7 +103,28 @@ def reviewers_main(argv: list[str], store: Store | None = None) -> int:
         if getattr(args, "all_tenants", False):  # else it would list the token's tenant as if it were all
             parser.error("--all-tenants needs direct store access (--store); through --server a token "
                          "manages its own tenant's reviewers only")
-        return _remote_reviewers(args, args.token or os.environ.get(ENV_TENANT_TOKEN))
+        token = args.token or os.environ.get(ENV_TENANT_TOKEN)
+        if not token:  # the server's local admin credential, when this user runs it on this machine
+            try:
+                credential = _local_credential(None)
+            except ReviewError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 1
+            token = credential.token if credential is not None and credential.serves(args.server) else None
+        return _remote_reviewers(args, token)
+    if store is None and args.tenant == DEFAULT_TENANT and not getattr(args, "all_tenants", False):
+        # the store is owned by a running `ragtrace serve`: go through it with its local admin credential
+        # rather than answer that the store is in use (and the server, that it needs a token)
+        try:
+            credential = _local_credential(args.store)
+        except ReviewError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        if credential is not None and _running(credential.pid):
+            print(f"the store is served by `ragtrace serve` (pid {credential.pid}) at {credential.url}: going "
+                  f"through it with its local admin credential ({credential.path})", file=sys.stderr)
+            args.server = credential.url
+            return _remote_reviewers(args, credential.token)
 
     def body(st: Store) -> int:
         if args.action == "add":
@@ -122,6 +152,25 @@ def reviewers_main(argv: list[str], store: Store | None = None) -> int:
         return 0
 
     return _run(args, store, body, "reviewers")
+
+
+def _local_credential(store: str | None) -> LocalCredential | None:
+    """The local admin credential a `ragtrace serve` of this user left in the embedded store
+    ``store`` (default: the per-user store); None for a server URL or when there is none."""
+    location = store or str(default_store_path())
+    if is_server_url(location) or "://" in location:
+        return None
+    return read_credential(Path(location))
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
 
 
 def _remote_reviewers(args: argparse.Namespace, token: str | None) -> int:

@@ -14,10 +14,15 @@ import signal
 import socket
 import sys
 import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ragtrace_cli.commands.common import STORE_HELP, open_or_report
 from ragtrace_collector.settings import CollectorSettings, parse_names, parse_tokens
-from ragtrace_store import parse_duration
+from ragtrace_store import Store, parse_duration
+
+if TYPE_CHECKING:  # the review UI is optional
+    from ragtrace_review.local_admin import LocalAdmin
 
 log = logging.getLogger("ragtrace.collector")
 
@@ -113,10 +118,15 @@ def serve_main(argv: list[str]) -> int:
     from ragtrace_cli.server import build_app
     from ragtrace_collector.serving import StoppingServer, uvicorn_config
 
+    local_admin = None
     try:
-        app = build_app(settings, store)
+        local_admin = _local_admin(settings, store)
+        app = build_app(settings, store, local_admin=local_admin)
         print(f"ragtrace collector on http://{settings.host}:{settings.port}  store: {store.location}  "
               f"spool: {settings.spool_path}", flush=True)
+        if local_admin is not None:
+            print(f"first reviewer: `ragtrace reviewers add NAME --server {local_admin.url}` as this user on this "
+                  f"machine (it proves itself with {local_admin.path}, which only this user can read)", flush=True)
         from ragtrace_collector import native_walk
 
         if native_walk.enabled():
@@ -147,6 +157,8 @@ def serve_main(argv: list[str]) -> int:
             log.info("stopped by signal %d", stopped_by[0])
         code = 0 if server.started else 1
     finally:
+        if local_admin is not None:
+            local_admin.close()
         store.close()
     busy = [t.name for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
     if busy and stopped_by:
@@ -156,6 +168,26 @@ def serve_main(argv: list[str]) -> int:
                  ", ".join(sorted(set(busy)))[:200])
         _leave(code)
     return code
+
+
+def _local_admin(settings: CollectorSettings, store: Store) -> LocalAdmin | None:
+    """The credential that lets this user create the first reviewer while the server owns its embedded
+    store (`ragtrace_review.local_admin`): for a server without tenant tokens, whose reviewer
+    administration would otherwise need RAGTRACE_ADMIN_TOKEN. A ClickHouse server store needs none
+    (`ragtrace reviewers add --store URL` works beside the server), nor do tenant tokens (each opens
+    its tenant's administration)."""
+    if settings.tokens or not store.embedded:
+        return None
+    try:
+        from ragtrace_review.local_admin import LocalAdmin, loopback_url
+    except ImportError:  # no review UI installed: no reviewers to administer
+        return None
+    try:
+        return LocalAdmin(Path(store.location).resolve(), loopback_url(settings.host, settings.port))
+    except OSError as exc:  # the store works, so serve it; reviewers then need RAGTRACE_ADMIN_TOKEN
+        log.warning("no local admin credential (cannot write it in %s: %s); create reviewers with "
+                    "RAGTRACE_ADMIN_TOKEN set on the server", store.location, exc)
+        return None
 
 
 def _leave(code: int = 0) -> None:
