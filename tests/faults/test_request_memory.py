@@ -77,3 +77,34 @@ def test_of_two_requests_that_fit_alone_but_not_together_one_gets_through(tmp_pa
                 t.join()
             assert 200 in answers and set(answers) <= {200, 429}, answers
         wait_for(lambda: metric(url, "ragtrace_held_bytes") == 0, 60, "everything held being given back")
+
+
+def test_the_campaigns_requests_at_full_size(tmp_path: Path) -> None:
+    """The campaign's own shapes against a server with the default bound (512 MiB): the 63 MiB request of
+    1,082,334 attribute-less spans (admitted before, RSS 365 -> 2,364 MB) and two 64 MiB requests at once
+    (both 429 before, though each alone got 200)."""
+    tiny = H.tiny_spans(1_082_334)
+    assert 62 * MiB < len(tiny) < 64 * MiB
+    large = H.large_values(64 * MiB - 4096)
+    with serve(tmp_path) as (url, _port, log, pid):
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+        rest = _status_kb(pid, "VmRSS")
+        refused = httpx.post(f"{url}/v1/traces", content=tiny, headers=PB, timeout=60)
+        assert refused.status_code == 413 and "1,082,334 spans" in _reason(refused)
+        assert (_status_kb(pid, "VmHWM") - rest) / 1024 < 3 * len(tiny) / MiB + 60
+        del tiny
+        barrier = threading.Barrier(2)
+        answers: list[int] = []
+
+        def send() -> None:
+            barrier.wait()
+            answers.append(httpx.post(f"{url}/v1/traces", content=large, headers=PB, timeout=60).status_code)
+
+        threads = [threading.Thread(target=send) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(answers) in ([200, 200], [200, 429]), answers
+        wait_for(lambda: metric(url, "ragtrace_held_bytes") == 0, 60, "everything held being given back")
+    assert "Traceback" not in log.read_text()
