@@ -131,3 +131,23 @@ def test_slow_bodies_holding_every_connection_slot_do_not_starve_ingest(tmp_path
             s.close()
         assert refused >= 5
     assert "Traceback" not in log.read_text()
+
+
+def test_the_campaigns_slow_bodies_at_full_size(tmp_path: Path) -> None:
+    """The campaign's shape with the default --body-timeout (30 s): 300 connections to /review/login and
+    /api/audit declaring 100 bytes and sending one every 5 s. Before, none was answered in 55 s and closing
+    them logged 300 tracebacks."""
+    with serve(tmp_path) as (url, port, log, _pid):
+        routes = ROUTES[:2]
+        conns = {_slow(port, *routes[i % 2]): f"{routes[i % 2][0]}#{i}" for i in range(300)}
+        answers = _trickle(conns, 45, 5.0)  # its clock starts once all 300 are open: a few seconds on a busy machine
+        for s in conns:
+            s.close()
+        assert len(answers) == 300, f"{300 - len(answers)} slow bodies were never answered"
+        odd = {label: (data[:60], round(after, 1)) for label, (data, after) in answers.items()
+               if not (data.startswith(b"HTTP/1.1 408 ") and 26 <= after <= 40)}
+        assert not odd, odd
+        assert _good_request(url) == 200
+    text = log.read_text()
+    assert "Traceback" not in text and "ClientDisconnect" not in text
+    assert text.count("did not arrive in time") == 1
