@@ -29,6 +29,7 @@ from ragtrace_examples.faults import Fault, candidate_release
 DOCS, RATE = 80, 0.09
 
 
+@pytest.mark.browser
 def test_injected_faults_are_labelled_with_their_boundary(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     rates = dict.fromkeys(Fault, RATE)
     cfg = DemoConfig(out=tmp_path / "demo", docs=DOCS, seed=3, rates=rates, resamples=400)
@@ -124,10 +125,12 @@ def test_injected_faults_are_labelled_with_their_boundary(tmp_path: Path, capfd:
 def _check_gold_is_shown(res: Any, labelled: dict[str, dict[str, Any]], tmp_path: Path) -> None:
     """The demo's gold is evidence spans, not ids: on a rank inversion, the chunk that holds the
     evidence (in the pool, pushed out of the context) is marked gold, with its span, in `traces show`,
-    in ``GET /api/traces`` and on the trace page."""
+    in ``GET /api/traces`` and on the trace page in a real browser; a review item's page stars what the
+    API gives for its trace."""
     import httpx
 
     from ragtrace_examples.demo import Collector, _free_port
+    from tests.browser import chromium
 
     inverted = sorted(r["trace_id"] for r in labelled.values() if r["failure_mode"] == "rank_inversion")
     assert inverted, "the demo has rank inversions"
@@ -157,19 +160,50 @@ def _check_gold_is_shown(res: Any, labelled: dict[str, dict[str, Any]], tmp_path
             assert {"doc_id": chunk, "source_id": source, "start": start, "end": end} in obj["gold_evidence"]
             assert chunk in {d["id"] for d in obj["retrieved"]} - {d["id"] for d in obj["context"]}
 
-            page = client.get("/review/login")
-            csrf = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
-            assert csrf, page.text
-            login = client.post("/review/login", data={"csrf_token": csrf.group(1), "token": res.reviewer_token,
-                                                       "next": f"/traces/{trace_id}"})
-            assert login.status_code == 303, login.text[:500]
-            html = client.get(f"/traces/{trace_id}").text
+            with chromium() as browser:
+                page = browser.new_page()
+                page.goto(f"{collector.url}/traces/{trace_id}")
+                assert "/review/login" in page.url  # and back to the trace after it
+                page.fill("#token", res.reviewer_token)
+                page.keyboard.press("Enter")
+                page.wait_for_url(f"{collector.url}/traces/{trace_id}")
+                assert "No gold documents are known" not in page.content()
+                # the trace page: the evidence chunk's row is starred with its span, and not in context
+                gold = _gold_rows(page)
+                assert gold == _expected_gold(obj) and span in gold[chunk].split(), (gold, obj["gold_evidence"])
+                assert "in-context" not in page.locator("section.candidates tbody tr").evaluate_all(
+                    f"rs => rs.find(r => r.querySelector('td code').textContent === {json.dumps(chunk)}).className")
+                assert page.locator(f"code >> text={span}").count() >= 1  # the gold section names the span
+
+                # a review item (the queue's first for this reviewer): it stars the candidates that hold
+                # the evidence the API gives for that trace, and names the spans none holds
+                page.goto(f"{collector.url}/review/queues/demo/next")
+                page.wait_for_url(re.compile(r".*/review/queues/demo/items/[0-9a-f]{32}$"))
+                item = client.get(f"/api/traces/{page.url.rsplit('/', 1)[1]}").json()
+                assert item["gold_evidence"], "every demo query has its evidence"
+                assert _gold_rows(page) == _expected_gold(item)
+                assert page.locator("p.evidence-not-found code").all_inner_texts() == [
+                    f"{e['source_id']}[{e['start']}:{e['end']}]" for e in item["gold_evidence"] if not e["doc_id"]]
+                browser.close()
     finally:
         collector.stop()
-    assert "No gold documents are known" not in html
-    row = re.search(rf"<tr[^>]*>\s*<td><code>{re.escape(chunk)}</code></td>.*?</tr>", html, re.S)
-    assert row and '<td class="gold-mark">★' in row.group(0) and span in row.group(0), html
-    assert f"<code>{span}</code> <span class=\"hint\">in <code>{chunk}</code>" in html
+
+
+def _expected_gold(obj: dict[str, Any]) -> dict[str, str]:
+    """What a page should star, from a trace's JSON: each candidate that holds evidence, its spans."""
+    shown = {d["id"] for d in obj["retrieved"] + obj["reranked"] + obj["context"]}
+    spans: dict[str, list[str]] = {}
+    for e in obj["gold_evidence"]:
+        if e["doc_id"] in shown:
+            spans.setdefault(e["doc_id"], []).append(f"{e['source_id']}[{e['start']}:{e['end']}]")
+    return {doc: " ".join(s) for doc, s in spans.items()}
+
+
+def _gold_rows(page: Any) -> dict[str, str]:
+    """The starred candidates of a trace or item page (a real browser's DOM): id -> the span beside it."""
+    rows = page.locator("section.candidates tbody tr").evaluate_all(
+        "rs => rs.map(r => [r.querySelector('td code').textContent, r.querySelector('td.gold-mark').textContent])")
+    return {doc: " ".join(mark.replace("★", "").split()) for doc, mark in rows if "★" in mark}
 
 
 def _check_terminal(res: Any, out: str) -> None:
