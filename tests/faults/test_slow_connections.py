@@ -83,15 +83,23 @@ def test_under_a_1024_open_files_limit_excess_connections_are_refused_not_fatal(
         try:
             for _ in range(1000):  # more than the descriptors the collector may spend on clients
                 conns.append(connect(port, b"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\n"))
-            refused = 0
-            for s in conns:
-                s.settimeout(0.01)
-                with contextlib.suppress(TimeoutError):
-                    # 503 for a connection over the cap, or 408 for a connection that waited on its
-                    # client longest and made room for a new one (serving.EVICT_AFTER_S)
-                    refused += s.recv(65536).startswith((b"HTTP/1.1 503 ", b"HTTP/1.1 408 "))
+            # 503 for a connection over the cap, or 408 for a connection that waited on its client
+            # longest and made room for a new one (serving.EVICT_AFTER_S). An eviction answers an older
+            # connection, which may have been looked at already: look again until nothing more comes.
+            answered: set[int] = set()
+            for _ in range(5):  # each pass at most 6.4 s (640 silent connections x 10 ms)
+                before = len(answered)
+                for k, s in enumerate(conns):
+                    if k in answered:
+                        continue
+                    s.settimeout(0.01)
+                    with contextlib.suppress(TimeoutError):
+                        if s.recv(65536).startswith((b"HTTP/1.1 503 ", b"HTTP/1.1 408 ")):
+                            answered.add(k)
+                if len(answered) == before and len(answered) >= 1000 - 640:
+                    break
             # the cap is the limit less the backlog and a reserve: 1024 - 128 - 256 = 640
-            assert refused >= 1000 - 640
+            assert len(answered) >= 1000 - 640
             assert len(os.listdir(f"/proc/{pid}/fd")) < 1024 - 64
             # at the cap a new connection is answered 503 at once (no hang, no accept() storm)
             assert _good_request(url) in (200, 503)
