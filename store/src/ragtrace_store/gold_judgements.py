@@ -3,22 +3,24 @@ each judgement came from (``span``: sent on the trace; ``qrels``: imported; ``re
 majority).
 
 A judgement is keyed by (source, query id, trace id, document); the newest version of each key
-decides. A trace's gold is its own (keyed by trace id) when it has any, else its query id's: the
-rule `read_traces` applies too.
+decides (`relevant_judgements`, the one reading of the table that `read_traces`, `trace_gold` and
+`traces_with_own_gold` share). A trace's gold is its own (keyed by trace id) when it has any, else
+its query id's: the rule `read_traces` applies too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ragtrace_store.clock import utc_now
 
 if TYPE_CHECKING:
     from ragtrace_store.client import Store
 
-__all__ = ["GoldDoc", "GoldJudgement", "add_gold_judgements", "trace_gold", "traces_with_own_gold"]
+__all__ = ["GoldDoc", "GoldJudgement", "RelevantJudgement", "add_gold_judgements", "relevant_judgements", "trace_gold",
+           "traces_with_own_gold"]
 
 #: rows written in one insert (a large qrels file is written in parts)
 _BATCH = 50_000
@@ -54,30 +56,44 @@ def add_gold_judgements(store: Store, judgements: Iterable[GoldJudgement], *, te
     return len(rows)
 
 
+class RelevantJudgement(NamedTuple):
+    """A judgement of a key whose newest version says relevant (``relevance`` > 0)."""
+
+    source: str
+    query_id: str
+    trace_id: str
+    doc_id: str
+    relevance: int
+
+
+def relevant_judgements(store: Store, *, tenant: str, trace_ids: Sequence[str] = (),
+                        query_ids: Sequence[str] = ()) -> list[RelevantJudgement]:
+    """The relevant judgements keyed by one of ``trace_ids``, or by one of ``query_ids`` and no
+    trace: of each (source, query id, trace id, document) the newest version (``added_at``) decides,
+    so a judgement a later one withdrew (relevance 0) is not among them. Unordered."""
+    qids = [q for q in query_ids if q]  # '' is "no query id", never a key to match
+    if not trace_ids and not qids:
+        return []
+    rows = store.query_rows(
+        # the conditions are on the key, so they hold for every version of a key or for none
+        "SELECT source, query_id, trace_id, doc_id, rel FROM (SELECT source, query_id, trace_id, doc_id, "
+        f"argMax(relevance, added_at) AS rel FROM {store.table('gold')} WHERE tenant = {{tenant:String}} "
+        "AND (trace_id IN {ids:Array(String)} OR (trace_id = '' AND query_id IN {qids:Array(String)})) "
+        "GROUP BY source, query_id, trace_id, doc_id) WHERE rel > 0",
+        {"tenant": tenant, "ids": list(trace_ids), "qids": qids})
+    return [RelevantJudgement(str(s), str(q), str(t), str(d), int(r)) for s, q, t, d, r in rows]
+
+
 def trace_gold(store: Store, *, tenant: str, trace_id: str, query_id: str = "") -> list[GoldDoc]:
     """The relevant documents of one trace (``query_id``: its query id, '' for none), with their
     sources, by source then document."""
-    rows = store.query_rows(
-        # the newest judgement of each (source, query, trace, document) decides, as in read_traces
-        "SELECT trace_id, doc_id, rel, source FROM (SELECT source, query_id, trace_id, doc_id, "
-        f"argMax(relevance, added_at) AS rel FROM {store.table('gold')} WHERE tenant = {{tenant:String}} "
-        "AND (trace_id = {t:String} OR (trace_id = '' AND query_id != '' AND query_id = {q:String})) "
-        "GROUP BY source, query_id, trace_id, doc_id) WHERE rel > 0 ORDER BY source, doc_id",
-        {"tenant": tenant, "t": trace_id, "q": query_id})
+    rows = relevant_judgements(store, tenant=tenant, trace_ids=[trace_id], query_ids=[query_id])
     # gold keyed by this trace wins over gold keyed by its query id
-    by_trace = [r for r in rows if r[0]]
-    return [GoldDoc(str(d), int(rel), str(src)) for _, d, rel, src in (by_trace or rows)]
+    mine = [r for r in rows if r.trace_id] or rows
+    return [GoldDoc(r.doc_id, r.relevance, r.source) for r in sorted(mine, key=lambda r: (r.source, r.doc_id))]
 
 
 def traces_with_own_gold(store: Store, *, tenant: str, trace_ids: Sequence[str]) -> set[str]:
     """Which of these traces have relevant gold keyed by their own trace id (the gold `read_traces`
     prefers to their query id's); the others' gold, if any, is their query id's."""
-    if not trace_ids:
-        return set()
-    rows = store.query_rows(
-        # the newest judgement of each key decides (as in read_traces), then only relevant ones
-        "SELECT DISTINCT trace_id FROM (SELECT trace_id, argMax(relevance, added_at) AS rel "
-        f"FROM {store.table('gold')} WHERE tenant = {{tenant:String}} AND trace_id IN {{ids:Array(String)}} "
-        "GROUP BY source, query_id, trace_id, doc_id) WHERE rel > 0",
-        {"tenant": tenant, "ids": list(trace_ids)})
-    return {str(r[0]) for r in rows}
+    return {r.trace_id for r in relevant_judgements(store, tenant=tenant, trace_ids=trace_ids)}

@@ -25,6 +25,7 @@ from ragtrace_store.assembly import (
 from ragtrace_store.clock import as_utc
 from ragtrace_store.evidence_gold import place_evidence
 from ragtrace_store.filters import TraceFilter
+from ragtrace_store.gold_judgements import relevant_judgements
 from ragtrace_store.gold_spans import read_gold_spans
 from ragtrace_store.records import DEFAULT_TENANT, STAGE_CONTEXT, DocumentRef, TraceRecord
 
@@ -134,21 +135,13 @@ def _assemble(store: Store, tenant: str, roots: list[tuple[Any, ...]], with_cont
     by_trace: dict[str, dict[str, list[tuple[Any, ...]]]] = {}
     for row in docs:
         by_trace.setdefault(row[0], {}).setdefault(row[1], []).append(row)
-    gold_rows = store.query_rows(
-        # the newest judgement of each (source, query, trace, document) decides; then only relevant ones
-        "SELECT trace_id, query_id, doc_id FROM (SELECT query_id, trace_id, doc_id, "
-        f"argMax(relevance, added_at) AS rel FROM {store.table('gold')} WHERE tenant = {{tenant:String}} "
-        "AND (trace_id IN {ids:Array(String)} OR query_id IN {qids:Array(String)}) "
-        "GROUP BY source, query_id, trace_id, doc_id) WHERE rel > 0",
-        {**params, "qids": [r[1] for r in roots if r[1]]},
-    )
     gold_by_trace: dict[str, set[str]] = {}
     gold_by_query: dict[str, set[str]] = {}
-    for trace_id, query_id, doc_id in gold_rows:
-        if trace_id:
-            gold_by_trace.setdefault(trace_id, set()).add(doc_id)
-        elif query_id:
-            gold_by_query.setdefault(query_id, set()).add(doc_id)
+    for judged in relevant_judgements(store, tenant=tenant, trace_ids=ids, query_ids=[r[1] for r in roots]):
+        if judged.trace_id:
+            gold_by_trace.setdefault(judged.trace_id, set()).add(judged.doc_id)
+        else:
+            gold_by_query.setdefault(judged.query_id, set()).add(judged.doc_id)
     # evidence spans are keyed by query id; each trace places them on the chunks it saw
     evidence_spans = read_gold_spans(store, tenant=tenant, query_ids=[r[1] for r in roots if r[1]])
     ref_by_trace, ref_by_query = _references(store, tenant, ids, [r[1] for r in roots if r[1]])
