@@ -74,3 +74,25 @@ def pytest_testnodedown(node: Any, error: object) -> None:
     missing = getattr(node, "workeroutput", {}).get("missing_browser")
     if missing:
         raise pytest.UsageError(missing)
+
+
+#: the test files that load SmolLM2 in the test process: under `--dist loadfile` they run as one unit
+#: on one worker, so the model is loaded once there (`ragtrace_evaluator.labellers.causal_lm` keeps it),
+#: not once per file (~15 s of CPU each); tests/test_conftest_scheduling.py keeps the list complete
+LOADS_SMOLLM2 = ("tests/examples/test_smollm2_generator.py", "tests/labellers/test_llm_judge.py",
+                 "tests/labellers/test_relevance.py", "tests/labellers/test_relevance_correlation.py")
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook, called in the controller
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile` with the files of `LOADS_SMOLLM2` as one work unit; any other mode as xdist has it."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FilesSharingAModel(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return "SmolLM2 files" if path in LOADS_SMOLLM2 else path
+
+    return FilesSharingAModel(config, log)

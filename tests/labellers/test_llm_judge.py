@@ -72,11 +72,12 @@ def _make_app(model_dir: str, gguf_file: str | None) -> Any:
     """A minimal OpenAI-compatible chat-completions server around a transformers causal LM."""
     import torch
     from fastapi import FastAPI, HTTPException
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    kwargs = {"gguf_file": gguf_file} if gguf_file else {}
-    tok = AutoTokenizer.from_pretrained(model_dir, **kwargs)
-    lm = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, **kwargs).eval()
+    from ragtrace_evaluator.labellers.causal_lm import load_causal_lm
+
+    # the process's copy: SmolLM2 is loaded once for this and the eRAG reader tests on this worker
+    loaded = load_causal_lm(model_dir, gguf_file)
+    tok, lm = loaded.tokenizer, loaded.model
     app = FastAPI()
 
     @app.post("/v1/chat/completions")
@@ -88,7 +89,7 @@ def _make_app(model_dir: str, gguf_file: str | None) -> Any:
         else:
             enc = tok("\n".join(m["content"] for m in messages), return_tensors="pt", truncation=True,
                       max_length=400)
-        with torch.inference_mode():
+        with loaded.lock, torch.inference_mode():
             out = lm.generate(**enc, max_new_tokens=min(int(body.get("max_tokens", 64)), 96), do_sample=False,
                               pad_token_id=tok.pad_token_id or tok.eos_token_id)
         text = tok.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)

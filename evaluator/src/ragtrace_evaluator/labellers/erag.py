@@ -21,8 +21,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from ragtrace_evaluator.labellers.causal_lm import load_causal_lm
 from ragtrace_evaluator.labellers.embedding import file_digest
-from ragtrace_evaluator.labellers.hf_loading import quiet_loading
 from ragtrace_evaluator.labellers.protocol import Passage
 from ragtrace_evaluator.metrics.token_f1 import normalise_answer, token_f1
 
@@ -72,18 +72,12 @@ class CausalLMReader:
         if self._lm is not None:
             return
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        kwargs = {"gguf_file": self.gguf_file} if self.gguf_file else {}
-        try:
-            with quiet_loading():
-                self._tok = AutoTokenizer.from_pretrained(self.model, **kwargs)
-                self._lm = AutoModelForCausalLM.from_pretrained(self.model, dtype=torch.float32, **kwargs)
+        try:  # shared with every other reader of the same model in this process (causal_lm)
+            loaded = load_causal_lm(self.model, self.gguf_file)
         except OSError as exc:
             raise ReaderError(f"cannot load reader {self.model!r}: {exc}") from exc
-        self._lm.eval()
-        if self._tok.pad_token_id is None:
-            self._tok.pad_token = self._tok.eos_token
+        self._tok, self._lm, self._model_lock = loaded.tokenizer, loaded.model, loaded.lock
         self._torch = torch
 
     @cached_property
@@ -112,8 +106,8 @@ class CausalLMReader:
             if key in self._cache:
                 return self._cache[key]
             self._load()
-            enc = self._prompt(query, context)
-            with self._torch.inference_mode():
+            with self._model_lock, self._torch.inference_mode():
+                enc = self._prompt(query, context)
                 out = self._lm.generate(**enc, max_new_tokens=self.max_new_tokens, do_sample=False,
                                         pad_token_id=self._tok.pad_token_id)
             text = str(self._tok.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)).strip()
