@@ -183,6 +183,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def stop_child(proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
+    """SIGTERM a child server and wait for it; SIGKILL it when it has not left within ``timeout`` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def wait_until_ready(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 90,
                      token: str | None = None) -> None:
     """Poll ``GET /readyz`` of a `ragtrace serve` child until it answers 200 (with ``token`` as the

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import yaml
 
-from tests.otlp_builders import free_port
+from tests.otlp_builders import free_port, stop_child
 
 from .tools import PROMETHEUS_DIR, tool
 
@@ -58,12 +58,7 @@ def _child(cmd: list[str], log: Path, what: str, url: str) -> Iterator[str]:
         _wait_ready(url, proc, log, what)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_child(proc, 30)
 
 
 @contextlib.contextmanager

@@ -80,12 +80,7 @@ def serving_ragtrace(folder: Path) -> Iterator[tuple[str, Callable[[], None]]]:
     try:
         yield url, lambda: otlp.wait_until_ready(url, proc, log, timeout=90, token=TOKEN)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        otlp.stop_child(proc, 30)
 
 
 def _last_audit(url: str) -> float | None:

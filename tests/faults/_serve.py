@@ -31,12 +31,7 @@ def serve(tmp: Path, *args: str, preexec: Callable[[], None] | None = None) -> I
         T.wait_until_ready(url, proc, log)
         yield url, port, log, proc.pid
     finally:
-        proc.terminate()
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        T.stop_child(proc, 60)
 
 
 def metric(url: str, name: str) -> float:

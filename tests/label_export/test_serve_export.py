@@ -45,12 +45,7 @@ def server(tmp_path: Path) -> Iterator[tuple[str, int]]:
         otlp.wait_until_ready(url, proc, log, timeout=60, token=TOKEN)
         yield url, receiver_port
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        otlp.stop_child(proc, 30)
 
 
 def _send(url: str, release: str, *, age_s: float = 0.0) -> dict[str, str]:
