@@ -66,8 +66,19 @@ def _in_background(target: Any) -> threading.Thread:
     return thread
 
 
+def _stored_spans(tmp: Path) -> int:
+    """Spans in the store once a second start has replayed the spool (what the first acknowledged)."""
+    with _serve(tmp) as (_url, proc, _log):
+        _took, code = _sigterm(proc)
+    assert code == 0
+    status = subprocess.run([RAGTRACE, "store", "status", "--store", str(tmp / "store")], capture_output=True,
+                            text=True, check=True).stdout
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("spans ")))
+
+
 def test_a_request_being_decoded_does_not_hold_the_shutdown(tmp_path: Path) -> None:
-    body = H.tiny_spans(400_000)  # seconds to decode; admitted under a large enough bound
+    spans = 400_000
+    body = H.tiny_spans(spans)  # about 3 s to decode and queue here; admitted under a large enough bound
     with _serve(tmp_path, "--max-inflight-bytes", str(4096 << 20)) as (url, proc, log):
         answer: dict[str, Any] = {}
 
@@ -79,14 +90,22 @@ def test_a_request_being_decoded_does_not_hold_the_shutdown(tmp_path: Path) -> N
                 answer["code"] = type(exc).__name__
 
         sender = _in_background(post)
-        time.sleep(1.0)  # the body is in, the decode has begun
+        time.sleep(0.5)  # the body (24 MB over loopback) is in, the decode has begun
         took, code = _sigterm(proc)
         sender.join(60)
     assert code == 0 and took <= TIMEOUT_S + EXIT_SLACK_S, (took, code)
-    # nothing of it was acknowledged: the exporter is told to retry
-    assert answer == {"code": 503, "retry": "1"}, answer
     text = log.read_text()
-    assert "Traceback" not in text and "cutting 1 request(s) still in flight" in text
+    assert "Traceback" not in text
+    # Whether the decode ends inside the requests' share of the timeout depends on the machine's speed (a
+    # quiet CI machine did it in under 2.5 s), so both ends are legitimate; each must be honest.
+    if answer.get("code") == 503:
+        # cut: nothing of it was acknowledged, the exporter is told to retry
+        assert answer == {"code": 503, "retry": "1"}, answer
+        assert "cutting 1 request(s) still in flight" in text
+    else:
+        # finished in time: acknowledged, so every span is in the store or replayed from the spool
+        assert answer == {"code": 200, "retry": None}, answer
+        assert _stored_spans(tmp_path) >= spans
 
 
 def test_long_reads_are_cut_and_their_clients_told(tmp_path: Path) -> None:
