@@ -20,6 +20,8 @@ import httpx
 
 from tests import otlp_builders as T
 
+from ragtrace_collector.serving import EVICT_AFTER_S, MAX_HELD
+
 from ._serve import connect, metric, serve, wait_for
 
 PB = {"content-type": "application/x-protobuf"}
@@ -120,17 +122,36 @@ def test_slow_bodies_holding_every_connection_slot_do_not_starve_ingest(tmp_path
         # so a few suffice)
         assert 1 <= evicted <= 10
         assert metric(url, 'ragtrace_client_errors_total{kind="evicted"}') == evicted
-        # with no connection waiting on its client the cap still refuses the excess at once
-        busy = [connect(port) for _ in range(25)]
+        # at the cap, beyond the new connections held back (serving.MAX_HELD) the excess is refused at once
+        idle = [connect(port) for _ in range(20 + MAX_HELD + 10)]
         refused = 0
-        for s in busy:
-            s.settimeout(0.2)
+        for s in idle[20 + MAX_HELD:]:
+            s.settimeout(0.5)
             with contextlib.suppress(TimeoutError):
                 refused += s.recv(65536).startswith(b"HTTP/1.1 503 ")
-        for s in busy:
+        for s in idle:
             s.close()
         assert refused >= 5
     assert "Traceback" not in log.read_text()
+
+
+def test_exports_arriving_just_after_slow_bodies_took_every_slot_are_answered(tmp_path: Path) -> None:
+    """The slow clients have not waited long enough to be closed for a new connection: the exports are
+    held until they have (about a second), then served, not refused."""
+    with serve(tmp_path, "--max-connections", "20", "--body-timeout", "60s") as (url, port, log, _pid):
+        slow = [_slow(port, "/api/audit", "application/json") for _ in range(20)]
+        time.sleep(0.3)  # accepted by the server, and well short of serving.EVICT_AFTER_S
+        t0 = time.monotonic()
+        codes = [_good_request(url) for _ in range(10)]  # a new connection each
+        took = time.monotonic() - t0
+        assert codes == [200] * 10, codes
+        for s in slow:
+            s.close()
+        # they got in by taking slow clients' places, after the wait (no timing bound: the machine is shared)
+        assert metric(url, 'ragtrace_client_errors_total{kind="evicted"}') >= 1
+        assert took >= EVICT_AFTER_S - 0.3 - 0.05, took
+    text = log.read_text()
+    assert "Traceback" not in text and "beyond the connection limit" not in text
 
 
 def test_the_campaigns_slow_bodies_at_full_size(tmp_path: Path) -> None:

@@ -13,10 +13,13 @@ backlog per event-loop turn). `uvicorn_config` adds:
 * a connection cap: beyond ``max_connections`` open connections (lowered to fit the open-files
   limit, see `connection_cap`) a new connection takes the place of the connection that has waited
   longest on its client (for a request's headers or the rest of its body, at least `EVICT_AFTER_S`),
-  which is answered 408 and closed, so clients that dawdle cannot keep prompt ones out; when no
-  connection is waiting, the new one is answered 503 and closed at once, so the process keeps
-  descriptors for its store, spool and the connections it serves; a small listen backlog bounds
-  how many are accepted in one event-loop turn before the cap sees them;
+  which is answered 408 and closed, so clients that dawdle cannot keep prompt ones out. When
+  connections wait on their clients but none has waited that long yet, the new one is *held* (not
+  read from) until the first of them has, then takes its place: a burst of exports arriving just
+  after slow clients took every slot is answered late, not refused (at most `MAX_HELD` are held at
+  once). When no connection is waiting, the new one is answered 503 and closed at once, so the
+  process keeps descriptors for its store, spool and the connections it serves; a small listen
+  backlog bounds how many are accepted in one event-loop turn before the cap sees them;
 * the host of a request line in absolute form (``GET http://name/path``), which uvicorn drops, kept in
   the scope for `ragtrace_collector.guard` to judge;
 * client errors logged once per kind per interval (`ragtrace_collector.client_errors`);
@@ -50,6 +53,12 @@ log = logging.getLogger("ragtrace.collector")
 BACKLOG = 128
 #: a connection waiting on its client for at least this long may be closed for a new one at the cap
 EVICT_AFTER_S = 1.0
+#: new connections held at the cap until a waiting one can be closed for them (their descriptors
+#: come out of the listen backlog's share of `FD_RESERVE`'s headroom, see `connection_cap`)
+MAX_HELD = 64
+#: a held connection is refused (503) if no waiting connection could be closed for it in this time
+#: (those waiting can start being served before they have waited `EVICT_AFTER_S`)
+MAX_HOLD_S = 2 * EVICT_AFTER_S
 #: descriptors kept for everything but client connections: the embedded engine's files, the
 #: spool, ingest worker pipes, the store's HTTP connections
 FD_RESERVE = 256
@@ -85,38 +94,74 @@ def guarded_protocol(errors: ClientErrors, *, header_timeout: float, max_connect
     """uvicorn's HTTP protocol (httptools when installed, else h11) with the header deadline and
     the connection cap."""
 
+    #: connections accepted at the cap and not read from yet (`GuardedHTTPProtocol._hold`)
+    held: set[asyncio.Protocol] = set()
+
     class GuardedHTTPProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
         _header_timer: asyncio.TimerHandle | None = None
         _header_cycle: Any = None
+        _admit_timer: asyncio.TimerHandle | None = None
+        #: loop time this connection was first held at the cap (it is refused once held `MAX_HOLD_S`)
+        _held_since: float = 0.0
         #: loop time since which the client owes the next request's headers or the rest of a body
         _owed_since: float = 0.0
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)
-            if len(self.connections) > max_connections:
-                victim = self._longest_waiting()
+            self._admit()
+
+        def _admit(self) -> None:
+            """Serve this new connection if the cap allows, closing a connection that has waited on
+            its client long enough if need be; else hold it until one has, or refuse it."""
+            self._admit_timer = None
+            if self.transport.is_closing():
+                held.discard(self)
+                return
+            if len(self.connections) - len(held - {self}) > max_connections:
+                victim = self._longest_waiting(EVICT_AFTER_S)
                 if victim is None:
+                    soonest = self._longest_waiting(0.0)
+                    if soonest is not None and self._may_hold():
+                        self._hold(soonest._owed_since + EVICT_AFTER_S - self.loop.time())
+                        return
+                    held.discard(self)
                     errors.note("connection_cap", f"{len(self.connections) - 1} open, limit {max_connections}")
-                    transport.write(_OVER_CAP_503)  # type: ignore[attr-defined]
-                    transport.close()
+                    self.transport.write(_OVER_CAP_503)
+                    self.transport.close()
                     return
                 victim._evict()
+            if self in held:
+                held.discard(self)
+                self.transport.resume_reading()
             self._arm_header_deadline()
+
+        def _may_hold(self) -> bool:
+            if self in held:
+                return bool(self.loop.time() < self._held_since + MAX_HOLD_S)
+            return len(held) < MAX_HELD
+
+        def _hold(self, delay: float) -> None:
+            if self not in held:
+                held.add(self)
+                self._held_since = self.loop.time()
+                self.transport.pause_reading()  # what it sends meanwhile waits in the socket
+            self._admit_timer = self.loop.call_later(max(0.0, delay) + 0.001, self._admit)
 
         def waiting_on_client(self) -> bool:
             """Whether the connection waits for its client: for a request's headers (none in
             progress), or for the rest of a body no answer has been started for."""
             cycle = self.cycle
-            if self.transport is None or self.transport.is_closing():
+            if self.transport is None or self.transport.is_closing() or self in held:
                 return False
             if cycle is None or cycle is self._header_cycle:
                 return True
             return bool(getattr(cycle, "more_body", False)) and not getattr(cycle, "response_started", True)
 
-        def _longest_waiting(self) -> GuardedHTTPProtocol | None:
+        def _longest_waiting(self, at_least: float) -> GuardedHTTPProtocol | None:
+            """The connection that has waited longest on its client, if for ``at_least`` seconds."""
             now = self.loop.time()
             waiting = [c for c in self.connections if c is not self and isinstance(c, GuardedHTTPProtocol)
-                       and c.waiting_on_client() and now - c._owed_since >= EVICT_AFTER_S]
+                       and c.waiting_on_client() and now - c._owed_since >= at_least]
             return min(waiting, key=lambda c: c._owed_since, default=None)
 
         def _evict(self) -> None:
@@ -136,6 +181,10 @@ def guarded_protocol(errors: ClientErrors, *, header_timeout: float, max_connect
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._cancel_header_deadline()
+            if self._admit_timer is not None:
+                self._admit_timer.cancel()
+                self._admit_timer = None
+            held.discard(self)
             super().connection_lost(exc)
 
         def on_response_complete(self) -> None:
