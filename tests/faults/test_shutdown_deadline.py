@@ -122,6 +122,7 @@ def test_long_reads_are_cut_and_their_clients_told(tmp_path: Path) -> None:
         # once the server is gone the reader drains what the socket buffers still hold at full speed
         # (however slowly it read before) and must then find the answer cut off
         server_gone = threading.Event()
+        streaming = threading.Event()  # the listing's answer has begun: what is cut is a stream
 
         def run_audit() -> None:  # a long synchronous read in a worker thread nothing can interrupt
             r = httpx.post(f"{url}/api/audit", json={"sample": 2000, "stages": "retrieval"}, timeout=120)
@@ -136,6 +137,7 @@ def test_long_reads_are_cut_and_their_clients_told(tmp_path: Path) -> None:
                     reader["code"] = r.status_code
                     for chunk in r.iter_raw(1024):
                         reader["bytes"] += len(chunk)
+                        streaming.set()
                         if not server_gone.is_set():
                             time.sleep(0.005)
                 reader["end"] = "complete"
@@ -143,7 +145,10 @@ def test_long_reads_are_cut_and_their_clients_told(tmp_path: Path) -> None:
                 reader["end"] = type(exc).__name__
 
         threads = [_in_background(run_audit), _in_background(read_slowly)]
-        time.sleep(1.5)
+        # on a loaded machine the listing can take seconds to begin its answer; the signal must find it
+        # streaming (a request not yet answering is cut with a 503, which the audit shows)
+        assert streaming.wait(60), reader
+        time.sleep(0.5)
         took, code = _sigterm(proc)
         server_gone.set()
         for thread in threads:
