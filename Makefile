@@ -28,8 +28,9 @@ $(STAMP): $(PY) pyproject.toml
 system-deps:
 	deploy/install-debian-packages
 
-# The collector's compiled attribute walk (collector/native/, ~2x ingest throughput): needs the
-# `native` packages of deploy/debian-packages.txt (g++, protoc, protobuf's C++ headers).
+# The collector's attribute walk (collector/native/), compiled: the collector has no other and refuses
+# to start without it. Needs the `native` packages of deploy/debian-packages.txt (g++, protoc,
+# protobuf's C++ headers).
 NATIVE := build/native/.built
 $(NATIVE): $(STAMP) collector/native/otlp_walk.cc collector/native/otlp_measure.cc collector/native/build.py
 	deploy/install-debian-packages native

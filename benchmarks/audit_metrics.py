@@ -114,7 +114,8 @@ def bulk(store: Any, n: int, manifest_id: str, end: datetime) -> float:
 def ingest_window(store: Any, n: int, seed: int) -> None:
     """``n`` real traces of service qa, release v6, started now (the collector's own assembly)."""
     from benchmarks.audit_throughput import build_traces
-    from ragtrace_collector.assemble import TIME_COLUMNS, assemble
+    from ragtrace_collector.assemble import assemble
+    from ragtrace_collector.rows import TIME_COLUMNS
     from tests.otlp_builders import request
 
     specs = build_traces(n, seed * n, answer_seed=seed)
@@ -122,7 +123,7 @@ def ingest_window(store: Any, n: int, seed: int) -> None:
         spans = [s for spec in specs[i: i + 100] for s in spec.spans()]
         rows = assemble(request(spans, service="qa", release="v6"), TENANT, int(time.time() * 1000))
         for table in ("spans", "queries", "documents", "passages", "gold"):
-            store.insert_columns(table, rows.cols[table], TIME_COLUMNS)
+            store.insert_columns(table, rows.columns(table), TIME_COLUMNS)
 
 
 def at_the_bound(result: Any) -> Any:

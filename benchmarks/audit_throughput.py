@@ -84,14 +84,15 @@ def build_traces(n: int, offset: int, *, answer_seed: int) -> list[Any]:
 
 
 def ingest(store: Any, specs: list[Any], release: str) -> None:
-    from ragtrace_collector.assemble import TIME_COLUMNS, assemble
+    from ragtrace_collector.assemble import assemble
+    from ragtrace_collector.rows import TIME_COLUMNS
     from tests.otlp_builders import request
 
     for i in range(0, len(specs), 100):
         spans = [s for spec in specs[i : i + 100] for s in spec.spans()]
         rows = assemble(request(spans, service="bench", release=release), "default", int(time.time() * 1000))
         for table in ("spans", "queries", "documents", "passages", "gold"):
-            store.insert_columns(table, rows.cols[table], TIME_COLUMNS)
+            store.insert_columns(table, rows.columns(table), TIME_COLUMNS)
 
 
 def make_labeller() -> Any:

@@ -7,8 +7,7 @@ What it does:
    passages repeat; ``--corpus 0`` makes every passage unique).
 2. Starts ``ragtrace serve`` (a separate process) on an embedded store, posts the requests over
    loopback from ``--clients`` threads, and stops the clock when the collector's metrics report
-   every query row written (queryable). The collector uses its native walk when it is built
-   (`make native`); ``--python-walk`` first measures it with the Python walk too.
+   every query row written (queryable). The collector's walk is the compiled one (`make native`).
 3. The limit, in this process on its own store: protobuf-parse the same request bodies, and insert
    the same rows straight into the same engine with its fastest input path (Arrow through chDB's
    ``Python()`` table function), all rows in one insert per table. No HTTP, no spool, no walk.
@@ -55,7 +54,8 @@ from typing import Any
 import httpx
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from ragtrace_collector.assemble import COLUMNS, TIME_COLUMNS, assemble
+from ragtrace_collector.assemble import assemble_body
+from ragtrace_collector.rows import COLUMNS, TIME_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: `tests` (the OTLP request builders) is importable from the root
@@ -131,15 +131,14 @@ def post_all(url: str, bodies: list[bytes], clients: int, stop: threading.Event 
 
 
 def measure_collector(bodies: list[bytes], n_traces: int, clients: int, workdir: Path,
-                      overload: float, serve_args: list[str], python_walk: bool = False) -> dict[str, Any]:
+                      overload: float, serve_args: list[str]) -> dict[str, Any]:
     port = T.free_port()
     url = f"http://127.0.0.1:{port}"
     workdir.mkdir(parents=True, exist_ok=True)
     log = (workdir / "serve.log").open("wb")
-    env = {**os.environ, "RAGTRACE_NATIVE_WALK": "0" if python_walk else "1"}
     proc = subprocess.Popen([RAGTRACE, "serve", "--store", str(workdir / "store"), "--port", str(port),
                              "--spool-dir", str(workdir / "spool"), "--log-level", "warning", *serve_args],
-                            stdout=log, stderr=subprocess.STDOUT, env=env)
+                            stdout=log, stderr=subprocess.STDOUT)
     try:
         T.wait_until_ready(url, proc, workdir / "serve.log")
         # warm-up: one request, so imports and first-insert costs are not counted
@@ -416,7 +415,7 @@ def measure_limit(bodies: list[bytes], workdir: Path) -> dict[str, float]:
     """Parse + the engine's fastest insert of the same rows: all of them, one insert per table."""
     import clickhouse_connect
 
-    from ragtrace_collector.assemble import Rows
+    from ragtrace_collector.rows import Rows
     from ragtrace_store import Store, arrow_table
 
     client = clickhouse_connect.get_client(interface="chdb", path=str(workdir / "limit-store"))
@@ -431,7 +430,7 @@ def measure_limit(bodies: list[bytes], workdir: Path) -> dict[str, float]:
         msg = ExportTraceServiceRequest()
         msg.ParseFromString(body)
         parse_s += time.perf_counter() - t
-        merged.extend(assemble(msg, "default", int(time.time() * 1000)))
+        merged.extend(assemble_body(body, "default", int(time.time() * 1000)))
     # the same rows the collector writes: passage text once per hash
     pc = merged.cols["passages"]
     first = {h: i for i, h in reversed(list(enumerate(pc["content_hash"])))}
@@ -439,9 +438,8 @@ def measure_limit(bodies: list[bytes], workdir: Path) -> dict[str, float]:
     merged.cols["passages"] = {c: [v[i] for i in keep] for c, v in pc.items()}
     tables = {}
     for table in COLUMNS:
-        cols = merged.cols[table]
-        if cols[COLUMNS[table][0]]:
-            tables[table] = arrow_table(cols, TIME_COLUMNS)
+        if merged.count(table):
+            tables[table] = arrow_table(merged.columns(table), TIME_COLUMNS)
     insert_s = 0.0
     for table, batch in tables.items():
         cols_sql = ", ".join(f"`{c}`" for c in batch.column_names)
@@ -470,8 +468,6 @@ def main() -> None:
                     help="do not pass --max-inflight-bytes (to measure a collector without it)")
     ap.add_argument("--no-fsync", action="store_true", help="run the collector with --no-fsync")
     ap.add_argument("--ingest-workers", type=int, default=0, help="run the collector with --ingest-workers N")
-    ap.add_argument("--python-walk", action="store_true",
-                    help="also measure the collector with the Python attribute walk (RAGTRACE_NATIVE_WALK=0)")
     a = ap.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="ragtrace-bench-"))
     if a.body_mb:
@@ -488,12 +484,6 @@ def main() -> None:
               f"spool fsync {'off' if a.no_fsync else 'on'}; ingest workers {a.ingest_workers}; "
               f"load average {os.getloadavg()[0]:.1f}")
         serve_args = (["--no-fsync"] if a.no_fsync else []) + ["--ingest-workers", str(a.ingest_workers)]
-        if a.python_walk:
-            py = measure_collector(bodies, a.traces, a.clients, workdir / "python-walk", 0, serve_args,
-                                   python_walk=True)
-            cpu = py["cpu_user"] + py["cpu_system"]
-            print(f"python walk: {a.traces / py['seconds']:,.0f} traces/s, collector CPU "
-                  f"{cpu * 1e6 / a.traces:,.0f} µs per trace ({cpu / py['seconds']:.2f} cores busy)")
         col = measure_collector(bodies, a.traces, a.clients, workdir, a.overload, serve_args)
         lim = measure_limit(bodies, workdir)
         spans = 4 * a.traces

@@ -4,7 +4,7 @@ One request of ``--traces`` standard traces (a retriever with 20 candidates of ~
 generation span; passages drawn from ``--corpus`` distinct texts, so most of a request's passages are
 distinct and each is hashed once). Three things are timed, each the median of ``--runs`` runs, in
 process CPU time (on a shared machine wall time follows the other jobs):
-the whole walk (`native_walk.assemble_body`, which checks), parse + span tuples alone, and parse +
+the whole walk (`assemble.assemble_body`, which checks), parse + span tuples alone, and parse +
 span tuples + `Request.verify` for every span with documents. verify − parse is the check's cost,
 given twice: with the walk's cache of proven passages emptied before each run (every passage hashed
 once per request, as before issue 35) and kept (the passages proven by an earlier request are
@@ -26,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ragtrace_collector import native_walk
+from ragtrace_collector.assemble import assemble_body
 from tests import otlp_builders as T
 
 
@@ -45,14 +46,15 @@ def main() -> None:
     ap.add_argument("--corpus", type=int, default=5000)
     ap.add_argument("--runs", type=int, default=30)
     a = ap.parse_args()
-    if not native_walk.available():
-        sys.exit(native_walk.UNAVAILABLE)
+    try:
+        native = native_walk.require()
+    except native_walk.NativeWalkMissing as exc:
+        sys.exit(str(exc))
     docs = T.corpus(a.corpus, size=1000)
     body = T.request([s for i in range(a.traces) for s in T.standard_trace(docs, i * 7).spans()]).SerializeToString()
-    native = native_walk._otlp_native
 
     def walk() -> None:
-        native_walk.assemble_body(body, "t", 0, None)
+        assemble_body(body, "t", 0, None)
 
     def parse() -> None:
         native.parse(body).spans()

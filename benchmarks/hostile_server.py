@@ -23,7 +23,7 @@ two-large     two requests of ``--large-mb`` MiB sent at once, ``--rounds`` time
 shutdown      SIGTERM with a ``--shutdown-spans``-span request being decoded, then with a slowly read
               ``content=true`` listing in flight, then with an audit running (``--shutdown-timeout``): seconds
               from SIGTERM to exit, exit code, and what the clients got.
-cost          what decoding a body holds at its peak (each in a fresh process, on the native and the Python
+cost          what decoding a body holds at its peak (each in a fresh process, through the collector's
               walk) beside what `ragtrace_collector.request_cost` predicts from its wire bytes, for each shape:
               attribute-less spans, tiny attributes, long arrays, events, 64 KB values, ordinary traces. The
               ``PER_*`` constants there are upper bounds of these figures.
@@ -435,15 +435,13 @@ _COST_SHAPES = [
 def cost(a: argparse.Namespace, workdir: Path) -> None:
     root = str(ROOT)
     for shape, build, unit in _COST_SHAPES:
-        for walk in ("native", "python"):
-            env = {**os.environ, "RAGTRACE_NATIVE_WALK": "1" if walk == "native" else "0"}
-            out = subprocess.run([sys.executable, "-c", _MEASURE.format(root=root, build=build)], env=env,
-                                 capture_output=True, text=True, timeout=600, check=True).stdout
-            size, peak, estimate, spans, attributes, values, events = map(int, out.split())
-            n = {"span": spans, "attribute": attributes, "value": values, "event": events, "byte": size}[unit]
-            print(f"cost: {shape} ({size / MiB:.1f} MiB, {spans:,} spans, {attributes:,} attributes, {values:,} "
-                  f"values, {events:,} events), {walk} walk: peak +{peak / MiB:.0f} MiB = {peak / n:,.2f} bytes per "
-                  f"{unit}; predicted {estimate / MiB:.0f} MiB ({estimate / peak:.2f} x the peak)")
+        out = subprocess.run([sys.executable, "-c", _MEASURE.format(root=root, build=build)],
+                             capture_output=True, text=True, timeout=600, check=True).stdout
+        size, peak, estimate, spans, attributes, values, events = map(int, out.split())
+        n = {"span": spans, "attribute": attributes, "value": values, "event": events, "byte": size}[unit]
+        print(f"cost: {shape} ({size / MiB:.1f} MiB, {spans:,} spans, {attributes:,} attributes, {values:,} "
+              f"values, {events:,} events): peak +{peak / MiB:.0f} MiB = {peak / n:,.2f} bytes per "
+              f"{unit}; predicted {estimate / MiB:.0f} MiB ({estimate / peak:.2f} x the peak)")
 
 
 SCENARIOS: dict[str, Callable[[argparse.Namespace, Path], None]] = {

@@ -4,8 +4,8 @@ Time-based figures (`collector_ingest.py`) follow what other jobs leave of the 2
 counts do not, so they are what to compare between commits (issue 35 was bisected with this). The
 workload is the ingest benchmark's own: requests of 100 standard traces (passages from a corpus of
 5,000), built once by this checkout's builders so every commit measured gets the same bytes. In one
-process, for each request: decode + walk + assemble (`ingest.decode_and_assemble`, the native walk
-when built), LZ4 and spool append with fsync, `Writer.submit`; the writer's batches are inserted into
+process, for each request: decode + walk + assemble (`ingest.decode_and_assemble`, the compiled
+walk), LZ4 and spool append with fsync, `Writer.submit`; the writer's batches are inserted into
 an embedded store. Batches are cut by span count only (``--batch-spans``, no clock), so runs repeat.
 ``--warm`` traces go first, uncounted, so the passage caches are in the steady state of a long run.
 HTTP (uvicorn) is not included: it adds about 0.5 M instructions per trace, most of it copies of the
@@ -57,7 +57,7 @@ def measured(workload: Path, control: Path, batch_spans: int) -> None:
     """The counted run (inside valgrind): the same calls the collector makes per request."""
     import gc
 
-    from ragtrace_collector import ingest, native_walk
+    from ragtrace_collector import ingest
     from ragtrace_collector.metrics import Metrics
     from ragtrace_collector.spool import Spool
     from ragtrace_collector.writer import Writer
@@ -99,7 +99,7 @@ def measured(workload: Path, control: Path, batch_spans: int) -> None:
             post(body)
         written()
         counter.count_stop()
-        print(f"walk: {'native' if native_walk.enabled() else 'Python'} ({ingest.__file__})", file=sys.stderr)
+        print(f"code: {ingest.__file__}", file=sys.stderr)
     finally:
         writer.stop(600)
         store.close()
@@ -144,8 +144,8 @@ def main() -> None:
                 found.append(int(total.group(1)))
         if not found:
             sys.exit(f"no callgrind dump; valgrind said:\n{(work / 'valgrind.log').read_text()[-3000:]}")
-        walk = re.findall(r"walk: .*", (work / "valgrind.log").read_text())
-        print(f"{code}: {a.traces} traces after {a.warm} uncounted; {walk[-1] if walk else ''}")
+        measured_code = re.findall(r"code: .*", (work / "valgrind.log").read_text())
+        print(f"{code}: {a.traces} traces after {a.warm} uncounted; {measured_code[-1] if measured_code else ''}")
         print(f"instructions: {found[-1] / a.traces / 1e6:.3f} M per trace ({found[-1]:,} in all; "
               f"{time.monotonic() - t0:.0f} s under callgrind)")
 

@@ -1,4 +1,4 @@
-"""Build ``ragtrace_collector._otlp_native``, the compiled attribute walk (optional, ~2× collector throughput).
+"""Build ``ragtrace_collector._otlp_native``, the collector's attribute walk (required: the collector has no other).
 
     .venv/bin/python collector/native/build.py [--check]
 
@@ -13,8 +13,9 @@ libprotobuf-dev protobuf-compiler``; `make` does this on Debian). Steps:
 3. ``g++`` compiles ``otlp_measure.cc`` (the request-cost scan, `ragtrace_collector.request_cost`; no
    protobuf runtime) into ``_otlp_measure<EXT_SUFFIX>`` beside it.
 
-Without the module the collector uses the Python walk (same output, slower) and says so at start.
-``--check`` exits 0 if the module is importable, 1 if not (nothing is built).
+Without the module (or with one built from an older ``otlp_walk.cc``) ``ragtrace serve`` refuses to
+start and says to run this (`ragtrace_collector.native_walk`). ``--check`` exits 0 if the module is
+built and current, 1 if not (nothing is built).
 """
 
 from __future__ import annotations
@@ -148,10 +149,12 @@ def main() -> int:
     ap.add_argument("--check", action="store_true", help="only report whether the module imports")
     a = ap.parse_args()
     if a.check:
+        from ragtrace_collector.native_walk import NativeWalkMissing, require
+
         try:
-            import ragtrace_collector._otlp_native  # noqa: F401
-        except ImportError as exc:
-            print(f"native OTLP walk not available: {exc}")
+            require()
+        except NativeWalkMissing as exc:
+            print(exc)
             return 1
         print(f"native OTLP walk: {TARGET}")
         return 0

@@ -8,10 +8,12 @@
 // `opentelemetry-proto` package ships: decoding is protobuf's, not ours). Document fields never
 // become Python objects: their rows come out as Arrow column buffers, built without the GIL too.
 //
-// The meaning of a span (roots, annotations, gold, references, rejections) is decided once, in
-// Python (`assemble.assemble_spans`), for both walks. What is duplicated is the document logic of
-// `assemble._documents`; tests/collector/test_native_walk.py checks that both walks give the same
-// rows on hand-written and hypothesis-generated requests. Keep the two in step.
+// This is the only walk: every `documents` and `passages` row is made here (span_documents), for
+// OpenInference document attributes and for the GenAI document lists that Python has read out of
+// their JSON (`interop.gen_ai_documents`). The meaning of a span (roots, annotations, gold,
+// references, rejections) is decided in Python (`spans.assemble_spans`), which asks verify() and
+// hands documents() its plan. Python is asked only for what it defines: the attribute names and
+// limits (configure()), a non-string value as text (`values.value_text`) and sha256.
 //
 //   request = parse(body)              # ParseError (a ValueError) if it is not a valid request
 //   request.spans() -> [(resource attributes, [span tuple, ...]), ...]
@@ -19,11 +21,14 @@
 //                     status_message, events_or_None, other_attributes, ordinal_or_None,
 //                     dropped_attributes_count)
 //       ordinal: the span's index when it has document attributes, for verify() and documents()
-//   request.verify(ordinal, tenant) -> bool  # assemble.hashes_match: every claimed content hash is its text's
+//   request.verify(ordinal, tenant) -> bool  # every claimed content hash is its text's
 //   verified_cache(max_bytes) -> None  # bound (and empty) the texts proven to hash to their hash
 //   verified_cache_stats() -> (entries, bytes, hits, hashed)
 //   request.documents(plan, tenant, written) -> (documents columns, passages columns, nbytes)
-//       plan: [(ordinal, trace_id_hex, span_id_hex, start_ms, top_k_or_None, truncating), ...]
+//       plan: [(documents, trace_id_hex, span_id_hex, start_ms, top_k_or_None, truncating), ...]
+//       documents: a span's ordinal (its document attributes), or a GenAI document list
+//                  [(id, score_or_None, content_or_None, metadata_or_None), ...] (rank = index)
+//   INTERFACE: the version of this interface (native_walk.py refuses a module built for another)
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -54,16 +59,20 @@ using opentelemetry::proto::common::v1::AnyValue;
 using opentelemetry::proto::common::v1::KeyValue;
 using opentelemetry::proto::trace::v1::Span;
 
-// --- configuration (configure(), from ragtrace.semconv and assemble.py: one source of names) ---
+// --- configuration (configure(), from ragtrace.semconv and documents.py: one source of names) ---
 std::vector<std::string> g_prefixes;  // document attribute prefixes, in stage order
 std::vector<std::string> g_stages;    // stage names, same order
 std::vector<std::string> g_fields;    // field names ("document.id", ...) in field-code order
 long long g_max_rank = 0;
 int g_reranked_stage = -1;
-PyObject* g_to_text = nullptr;  // assemble.value_text: a non-string value as text
+int g_gen_ai_stage = -1;  // the stage of GenAI documents (retrieved)
+PyObject* g_to_text = nullptr;  // values.value_text: a non-string value as text
 PyObject* g_digest = nullptr;   // hex sha256 of a str
 PyObject* g_error = nullptr;    // ParseError
 enum Code { F_ID = 0, F_SCORE = 1, F_CONTENT = 2, F_META = 3, F_HASH = 4 };
+// The version of the interface below; native_walk.INTERFACE must be the same, else the module is
+// stale (built from an older otlp_walk.cc) and the collector refuses to start. Raise both together.
+const int kInterface = 2;
 
 struct Ref {  // a strong reference released at scope end
   PyObject* p;
@@ -82,7 +91,7 @@ PyObject* str_of(const std::string& s) {
   return PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "strict");
 }
 
-// --- AnyValue -> Python, as assemble.any_value ------------------------------------------------
+// --- AnyValue -> Python: JSON-able values (bytes as hex, nan/inf as text) ------------------------
 PyObject* any_value(const AnyValue& v, int depth);
 
 PyObject* kv_dict(const google::protobuf::RepeatedPtrField<KeyValue>& kvs, int depth) {
@@ -150,7 +159,8 @@ struct PyAccess {
   bool needs_python = false;  // set when a value needed Python and `python` was false
 };
 
-// assemble._as_text: a value as text; false on failure (a Python error set, or needs_python).
+// A value as text (a string as it is, anything else as `values.value_text` spells it); false on
+// failure (a Python error set, or needs_python).
 bool as_text(const AnyValue& v, Owned* owned, std::string_view* out, PyAccess* py) {
   if (v.value_case() == AnyValue::kStringValue) {
     *out = v.string_value();
@@ -175,7 +185,7 @@ bool as_text(const AnyValue& v, Owned* owned, std::string_view* out, PyAccess* p
   return true;
 }
 
-// Python's float() of a string, if finite: the same spellings the Python walk accepts.
+// Python's float() of a string, if finite: every spelling Python accepts ("1e3", " 0.5 ", "1_000").
 std::optional<double> float_of_text(const std::string& text) {
   Ref s(str_of(text));
   Ref f(s.p ? PyFloat_FromString(s.p) : nullptr);
@@ -188,7 +198,7 @@ std::optional<double> float_of_text(const std::string& text) {
   return std::nullopt;
 }
 
-// assemble._as_float: a finite float, or nothing (false only for needs_python).
+// A score: a finite float, or nothing (false only for needs_python).
 bool as_float(const AnyValue& v, std::optional<double>* out, PyAccess* py) {
   switch (v.value_case()) {
     case AnyValue::kDoubleValue:
@@ -211,8 +221,9 @@ bool as_float(const AnyValue& v, std::optional<double>* out, PyAccess* py) {
 }
 
 
-// assemble.parse_document_key: (stage * 2^24 + rank, field code), or false. The first prefix
-// followed by "." decides, as in Python.
+// `<prefix>.<rank>.<field>` (OpenInference document attributes): (stage * 2^24 + rank, field
+// code), or false. The first prefix followed by "." decides; a rank is 1 to 9 ASCII digits, at
+// most g_max_rank; anything else is an ordinary attribute.
 bool document_key(const std::string& key, long long* slot, int* code) {
   for (size_t stage = 0; stage < g_prefixes.size(); ++stage) {
     const std::string& prefix = g_prefixes[stage];
@@ -255,7 +266,7 @@ std::string prefix_code_points(std::string_view s, size_t count) {  // Python's 
   return std::string(s.substr(0, i));
 }
 
-// --- one span's document fields: insertion-ordered, last value wins (Python dict semantics) ----
+// --- one span's document fields: insertion-ordered, a repeated key's last value wins -------------
 template <typename T>
 struct SlotMap {
   std::vector<long long> slots;
@@ -375,7 +386,8 @@ struct Output {
   long long nbytes = 0;
 };
 
-// written.get((tenant, hash), 0) as in assemble._documents; -1 with an error set on failure.
+// written.get((tenant, hash), 0): the length of the store's copy of a passage, positive when it
+// is the full text (the writer's cache). Sets *err (with a Python error) on failure.
 long long known_length(PyObject* written, PyObject* tenant, std::string_view hash, bool* err) {
   if (written == Py_None) return 0;
   Ref h(PyUnicode_DecodeUTF8(hash.data(), static_cast<Py_ssize_t>(hash.size()), "strict"));
@@ -431,7 +443,16 @@ void add_passage(Output* o, std::string_view hash, std::string_view content, lon
   o->nbytes += n + 120;
 }
 
-// assemble._documents for one span (see there for the reasoning; this mirrors it step by step).
+// The `documents` rows of one span, and `passages` for text not yet seen in this request.
+//
+// The SDK's shape (every document has an id and a content hash, its fields in one order, nothing
+// truncated) takes the fast path: the columns are the fields as sent, and text is read only for a
+// hash neither seen in this request nor in the store in full (the same hash means the same full
+// text; verify() has checked it). Otherwise any (stage, rank) with at least one field is a
+// document: its text is read to hash it (no hash sent, or a truncating span: a prefix is kept
+// under its own hash and flagged `truncated`, so it never stands for the full text of the hash it
+// claimed) or for a passage not yet seen; a document without an id takes "sha256:" and the first
+// 16 hex digits of its content hash.
 bool span_documents(const std::vector<DocAttr>& attrs, std::string_view trace_id, std::string_view span_id, long long start_ms, std::optional<long long> top_k, bool truncating,
                     Output* o) {
   SpanDocuments d;
@@ -497,7 +518,7 @@ bool span_documents(const std::vector<DocAttr>& attrs, std::string_view trace_id
         std::string_view digest;
         if (!sha256_hex(content, &o->owned, &digest, &o->py)) return false;
         truncated = !chash.empty() && chash != digest;
-        chash = digest;  // a prefix is kept under its own hash, as in Python
+        chash = digest;  // a prefix is kept under its own hash
       }
       if (doc_ids[i].empty() && !chash.empty())
         doc_ids[i] = o->owned.emplace_back("sha256:" + prefix_code_points(chash, 16));
@@ -673,29 +694,79 @@ PyObject* request_spans(Request* self, PyObject*) {
 }
 
 struct PlanItem {
-  Py_ssize_t ordinal;
+  const std::vector<DocAttr>* attrs;  // a span's document attributes, or a GenAI list's
   std::string_view trace_id, span_id;
   long long start_ms;
   std::optional<long long> top_k;
   bool truncating;
 };
 
+// A GenAI document list ([(id, score_or_None, content_or_None, metadata_or_None), ...], rank =
+// index, stage g_gen_ai_stage) as the document attributes it stands for, so that span_documents()
+// makes its rows like any other's. The values live in `values` (a deque: they do not move).
+bool gen_ai_attrs(PyObject* listed, std::deque<AnyValue>* values, std::vector<DocAttr>* attrs) {
+  if (!PyList_Check(listed)) {
+    PyErr_SetString(PyExc_TypeError, "documents(): a plan item's documents are a span ordinal or a list");
+    return false;
+  }
+  for (Py_ssize_t rank = 0; rank < PyList_GET_SIZE(listed); ++rank) {
+    PyObject *id, *score, *content, *meta;
+    if (!PyArg_ParseTuple(PyList_GET_ITEM(listed, rank), "UOOO", &id, &score, &content, &meta)) return false;
+    if (rank > g_max_rank) break;
+    long long slot = (static_cast<long long>(g_gen_ai_stage) << 24) + rank;
+    auto text = [&](PyObject* s, int code) {
+      if (s == Py_None) return true;  // no such field
+      Py_ssize_t n;
+      const char* p = PyUnicode_Check(s) ? PyUnicode_AsUTF8AndSize(s, &n) : nullptr;
+      if (!p) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "documents(): GenAI document fields are str or None");
+        return false;
+      }
+      AnyValue& v = values->emplace_back();
+      v.set_string_value(p, static_cast<size_t>(n));
+      attrs->push_back({&v, slot, code});
+      return true;
+    };
+    if (!text(id, F_ID)) return false;
+    AnyValue& v = values->emplace_back();  // a score that is not a number stays unset: no score
+    if (score != Py_None) {
+      double d = PyFloat_AsDouble(score);
+      if (d == -1.0 && PyErr_Occurred()) return false;
+      v.set_double_value(d);
+    }
+    attrs->push_back({&v, slot, F_SCORE});
+    if (!text(content, F_CONTENT) || !text(meta, F_META)) return false;
+  }
+  return true;
+}
+
 PyObject* request_documents(Request* self, PyObject* args) {
   PyObject *plan, *tenant, *written;
   if (!PyArg_ParseTuple(args, "O!UO", &PyList_Type, &plan, &tenant, &written)) return nullptr;
   std::vector<PlanItem> items;
+  std::deque<AnyValue> listed_values;  // GenAI documents' fields, for this call
+  std::deque<std::vector<DocAttr>> listed_attrs;
   for (Py_ssize_t i = 0; i < PyList_GET_SIZE(plan); ++i) {
     PlanItem it;
+    PyObject* documents;
     const char *tid, *sid;
     Py_ssize_t tid_n, sid_n;
     PyObject* top_k_obj;
     int truncating;
-    if (!PyArg_ParseTuple(PyList_GET_ITEM(plan, i), "ns#s#LOp", &it.ordinal, &tid, &tid_n, &sid, &sid_n,
+    if (!PyArg_ParseTuple(PyList_GET_ITEM(plan, i), "Os#s#LOp", &documents, &tid, &tid_n, &sid, &sid_n,
                           &it.start_ms, &top_k_obj, &truncating))
       return nullptr;
-    if (it.ordinal < 0 || static_cast<size_t>(it.ordinal) >= self->spans->size()) {
-      PyErr_SetString(PyExc_IndexError, "span ordinal out of range");
-      return nullptr;
+    if (PyLong_Check(documents)) {
+      Py_ssize_t ordinal = PyLong_AsSsize_t(documents);
+      if (ordinal == -1 && PyErr_Occurred()) return nullptr;
+      if (ordinal < 0 || static_cast<size_t>(ordinal) >= self->spans->size()) {
+        PyErr_SetString(PyExc_IndexError, "span ordinal out of range");
+        return nullptr;
+      }
+      it.attrs = &(*self->docs)[ordinal];
+    } else {
+      if (!gen_ai_attrs(documents, &listed_values, &listed_attrs.emplace_back())) return nullptr;
+      it.attrs = &listed_attrs.back();
     }
     if (top_k_obj != Py_None) {
       it.top_k = PyLong_AsLongLong(top_k_obj);
@@ -714,7 +785,7 @@ PyObject* request_documents(Request* self, PyObject* args) {
   Owned hash_texts;  // hashes sent as other types than string, as text (outlives both passes)
   PyAccess with_gil{true};
   for (const PlanItem& it : items) {
-    for (const DocAttr& a : (*self->docs)[it.ordinal]) {
+    for (const DocAttr& a : *it.attrs) {
       if (a.code != F_HASH) continue;
       std::string_view hash;
       if (!as_text(*a.value, &hash_texts, &hash, &with_gil)) return nullptr;
@@ -727,8 +798,7 @@ PyObject* request_documents(Request* self, PyObject* args) {
   }
   auto build = [&](Output* o) {
     for (const PlanItem& it : items)
-      if (!span_documents((*self->docs)[it.ordinal], it.trace_id, it.span_id, it.start_ms, it.top_k, it.truncating,
-                          o))
+      if (!span_documents(*it.attrs, it.trace_id, it.span_id, it.start_ms, it.top_k, it.truncating, o))
         return false;
     return true;
   };
@@ -839,8 +909,10 @@ struct VerifiedTexts {
 };
 VerifiedTexts g_verified;
 
-// assemble.hashes_match for one span (the GIL is held): every document with text and a claimed
-// content hash must hash to it. A hash checked once in this request, or proven for this tenant in
+// Whether a span's documents may be stored (the GIL is held): every document with text and a
+// claimed content hash (hex sha256 of the UTF-8 text, as the SDK computes it) must hash to it, else
+// the span is rejected (`spans.HASH_MISMATCH`): the store keeps one text per hash, so an unchecked
+// claim would let any sender replace another's passage. A hash checked once in this request, or proven for this tenant in
 // an earlier one (`g_verified`), is compared with the text it was proven with, not hashed again.
 PyObject* request_verify(Request* self, PyObject* args) {
   Py_ssize_t ordinal;
@@ -962,9 +1034,9 @@ PyObject* parse(PyObject*, PyObject* arg) {
 PyObject* configure(PyObject*, PyObject* args) {
   PyObject *prefixes, *stages, *fields, *to_text, *digest;
   long long max_rank;
-  int reranked;
-  if (!PyArg_ParseTuple(args, "O!O!O!LiOO", &PyTuple_Type, &prefixes, &PyTuple_Type, &stages, &PyTuple_Type, &fields,
-                        &max_rank, &reranked, &to_text, &digest))
+  int reranked, gen_ai;
+  if (!PyArg_ParseTuple(args, "O!O!O!LiiOO", &PyTuple_Type, &prefixes, &PyTuple_Type, &stages, &PyTuple_Type, &fields,
+                        &max_rank, &reranked, &gen_ai, &to_text, &digest))
     return nullptr;
   std::vector<std::string> lists[3];
   PyObject* tuples[3] = {prefixes, stages, fields};
@@ -976,9 +1048,11 @@ PyObject* configure(PyObject*, PyObject* args) {
       lists[t].emplace_back(s, n);
     }
   }
-  if (lists[0].size() != lists[1].size() || lists[2].size() != 5 || reranked < 0 ||
-      reranked >= static_cast<int>(lists[1].size())) {
-    PyErr_SetString(PyExc_ValueError, "configure(): prefixes and stages must align; five document fields");
+  int n_stages = static_cast<int>(lists[1].size());
+  if (lists[0].size() != lists[1].size() || lists[2].size() != 5 || reranked < 0 || reranked >= n_stages ||
+      gen_ai < 0 || gen_ai >= n_stages || max_rank < 0 || max_rank >= (1LL << 24)) {
+    PyErr_SetString(PyExc_ValueError, "configure(): prefixes and stages must align; five document fields; stage "
+                                      "indexes in range; ranks below 2^24");
     return nullptr;
   }
   g_prefixes = lists[0];
@@ -986,6 +1060,7 @@ PyObject* configure(PyObject*, PyObject* args) {
   g_fields = lists[2];
   g_max_rank = max_rank;
   g_reranked_stage = reranked;
+  g_gen_ai_stage = gen_ai;
   Py_INCREF(to_text);
   Py_XSETREF(g_to_text, to_text);
   Py_INCREF(digest);
@@ -1015,7 +1090,9 @@ PyMethodDef methods[] = {
     {"verified_cache_stats", verified_cache_stats, METH_NOARGS,
      "(entries, bytes, texts compared with a proven one, texts hashed) since verified_cache()"},
     {"parse", parse, METH_O, "Parse an OTLP ExportTraceServiceRequest body (ParseError if invalid)."},
-    {"configure", configure, METH_VARARGS, "Set the document attribute names (from ragtrace.semconv)."},
+    {"configure", configure, METH_VARARGS,
+     "configure(prefixes, stages, fields, max_rank, reranked_stage, gen_ai_stage, to_text, digest): the document "
+     "attribute names and limits (from ragtrace.semconv and ragtrace_collector.documents)"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module = {PyModuleDef_HEAD_INIT, "_otlp_native", "Compiled OTLP walk (see otlp_walk.cc).", -1, methods};
@@ -1037,6 +1114,7 @@ PyMODINIT_FUNC PyInit__otlp_native() {
   if (!m) return nullptr;
   g_error = PyErr_NewException("_otlp_native.ParseError", PyExc_ValueError, nullptr);
   if (!g_error || PyModule_AddObjectRef(m, "ParseError", g_error) < 0 ||
+      PyModule_AddIntConstant(m, "INTERFACE", kInterface) < 0 ||
       PyModule_AddObjectRef(m, "Request", reinterpret_cast<PyObject*>(&RequestType)) < 0) {
     Py_DECREF(m);
     return nullptr;

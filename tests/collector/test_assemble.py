@@ -10,7 +10,9 @@ import orjson
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 
 from ragtrace import semconv as sc
-from ragtrace_collector.assemble import COLUMNS, MAX_RANK, assemble
+from ragtrace_collector.assemble import assemble
+from ragtrace_collector.documents import MAX_RANK
+from ragtrace_collector.rows import COLUMNS
 from tests import otlp_builders as T
 
 NOW = int(time.time() * 1000)
@@ -21,7 +23,7 @@ def _rows(spans, **kw):  # type: ignore[no-untyped-def]
 
 
 def _table(rows, name):  # type: ignore[no-untyped-def]
-    cols = rows.cols[name]
+    cols = rows.columns(name)
     return [dict(zip(COLUMNS[name], vals, strict=True)) for vals in zip(*(cols[c] for c in COLUMNS[name]),
                                                                         strict=True)]
 
@@ -213,7 +215,7 @@ def test_passages_the_store_has_in_full_are_not_read_again() -> None:
     tr = T.standard_trace(T.corpus(6, size=100), 0, n_candidates=6, top_k=2)
     req = T.request(tr.spans())
     first = assemble(req, "t1", NOW)
-    p = first.cols["passages"]
+    p = first.columns("passages")
     assert len(p["content_hash"]) == 6
     written = {("t1", h): n for h, n in zip(p["content_hash"], p["content_length"], strict=True)}
     again = assemble(req, "t1", NOW, written)

@@ -64,3 +64,11 @@ def test_the_image_copies_every_source_root() -> None:
     for source_root in where:
         folder = source_root.split("/")[0] if source_root != "." else "ragtrace"
         assert f"COPY {folder} {folder}" in dockerfile, folder
+
+
+def test_the_image_builds_the_compiled_walk() -> None:
+    """The collector refuses to start without its compiled walk: the image builds it, with the Debian
+    packages listed for it, and checks that the installed package imports it."""
+    dockerfile = (COMPOSE.parent / "Dockerfile").read_text()
+    assert "deploy/install-debian-packages native" in dockerfile
+    assert "python collector/native/build.py \\" in dockerfile and "collector/native/build.py --check" in dockerfile

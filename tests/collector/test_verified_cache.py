@@ -13,7 +13,9 @@ import pytest
 
 from ragtrace import semconv as sc
 from ragtrace_collector import native_walk
-from ragtrace_collector.assemble import HASH_MISMATCH, Rows
+from ragtrace_collector.assemble import assemble_body
+from ragtrace_collector.rows import Rows
+from ragtrace_collector.spans import HASH_MISMATCH
 from tests import otlp_builders as T
 
 TEXT = "The Danube flows through ten countries, more than any other river in the world."
@@ -38,20 +40,19 @@ def _body(text: str, claimed: str) -> bytes:
 
 
 def _walk(text: str, claimed: str, tenant: str = "t1") -> Rows:
-    return native_walk.assemble_body(_body(text, claimed), tenant, 1_700_000_000_000)
+    return assemble_body(_body(text, claimed), tenant, 1_700_000_000_000)
 
 
 def _stats() -> tuple[int, int, int, int]:
-    entries, size, compared, hashed = native_walk._otlp_native.verified_cache_stats()
+    entries, size, compared, hashed = native_walk.require().verified_cache_stats()
     return entries, size, compared, hashed
 
 
 @pytest.fixture(autouse=True)
 def empty_cache() -> Iterator[None]:
-    assert native_walk.available(), native_walk.UNAVAILABLE
-    native_walk._otlp_native.verified_cache(native_walk.VERIFIED_TEXT_BYTES)
+    native_walk.require().verified_cache(native_walk.VERIFIED_TEXT_BYTES)
     yield
-    native_walk._otlp_native.verified_cache(native_walk.VERIFIED_TEXT_BYTES)
+    native_walk.require().verified_cache(native_walk.VERIFIED_TEXT_BYTES)
 
 
 def test_a_passage_sent_again_is_compared_not_hashed() -> None:
@@ -88,7 +89,7 @@ def test_what_one_tenant_proved_is_hashed_again_for_another() -> None:
 
 def test_the_cache_stays_within_its_bound() -> None:
     bound = 4096
-    native_walk._otlp_native.verified_cache(bound)
+    native_walk.require().verified_cache(bound)
     texts = [f"passage {i}: " + "x" * 300 for i in range(40)]
     for text in texts:
         assert _walk(text, _sha(text)).rejected == 0
@@ -106,9 +107,9 @@ def test_the_cache_stays_within_its_bound() -> None:
 
 
 def test_a_bound_of_zero_keeps_nothing_and_still_checks() -> None:
-    native_walk._otlp_native.verified_cache(0)
+    native_walk.require().verified_cache(0)
     assert _walk(TEXT, _sha(TEXT)).rejected == 0 and _walk(TEXT, _sha(TEXT)).rejected == 0
     assert _stats() == (0, 0, 0, 2)
     assert _walk(TEXT + ".", _sha(TEXT)).rejected == 1
     with pytest.raises(ValueError, match="max_bytes"):
-        native_walk._otlp_native.verified_cache(-1)
+        native_walk.require().verified_cache(-1)

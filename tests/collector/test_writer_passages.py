@@ -1,12 +1,12 @@
 """The writer's cache of written passages: full copies are remembered as such, truncated ones
-are upgraded by a later full copy, and `assemble` skips reading only what is in the store in full."""
+are upgraded by a later full copy, and the walk skips reading only what is in the store in full."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ragtrace_collector.assemble import Rows
 from ragtrace_collector.metrics import Metrics
+from ragtrace_collector.rows import Rows
 from ragtrace_collector.writer import Writer
 
 

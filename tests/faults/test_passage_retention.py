@@ -19,7 +19,8 @@ from typing import Any
 import httpx
 
 from ragtrace_cli.commands.store import store_main
-from ragtrace_collector.assemble import COLUMNS, TIME_COLUMNS, assemble
+from ragtrace_collector.assemble import assemble
+from ragtrace_collector.rows import COLUMNS, TIME_COLUMNS
 from ragtrace_store import open_store, utc_now
 from tests import otlp_builders as T
 from tests.collector._server import running
@@ -42,7 +43,7 @@ def _write_in_the_past(store: Any, trace: T.TraceSpec, release: str, at_ms: int)
         s.start_ns, s.end_ns = at_ms * 1_000_000, at_ms * 1_000_000 + 5_000_000
     rows = assemble(T.request(spans, release=release), "default", at_ms)
     for table in COLUMNS:
-        cols = rows.cols[table]
+        cols = rows.columns(table)
         if table == "passages":
             cols = {**cols, "last_seen": cols["first_seen"]}
         if cols[COLUMNS[table][0]]:

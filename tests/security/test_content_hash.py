@@ -5,7 +5,7 @@ was not checked: a longer text sent first under someone's hash was what their tr
 Now a claimed hash must be the sha256 of the text sent with it (as the SDK computes it), or the
 span is rejected with the reason; under ``ragtrace.content.mode = truncate:N`` a text that does not
 hash to its claim (a prefix) is stored under its own hash. Attacks against a real `ragtrace serve`
-app on loopback, through both walks and both OTLP encodings; the walks compared row for row.
+app on loopback, through both OTLP encodings, and the walk's rows for mismatched hashes.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from ragtrace import semconv as sc
-from ragtrace_collector import native_walk
-from ragtrace_collector.assemble import HASH_MISMATCH
+from ragtrace_collector.assemble import assemble
+from ragtrace_collector.spans import HASH_MISMATCH
 from tests import otlp_builders as T
 from tests.collector._server import running
-from tests.collector.test_native_walk import _request, _span, assert_same_rows
+from tests.collector.test_native_walk import _request, _span, check_rows, documents
 from tests.collector.test_otlp import _otlp_json
 
 VICTIM_TEXT = "Water boils at 100 degrees Celsius at sea level."
@@ -69,17 +69,8 @@ def _send(url: str, spans: list[T.SpanSpec], token: str, *, as_json: bool) -> Ex
     return ExportTraceServiceResponse.FromString(r.content)
 
 
-@pytest.fixture(params=["native", "python"])
-def walk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "native":
-        assert native_walk.available(), native_walk.UNAVAILABLE
-    monkeypatch.setenv("RAGTRACE_NATIVE_WALK", "1" if request.param == "native" else "0")
-    return str(request.param)
-
-
 @pytest.mark.parametrize("as_json", [False, True], ids=["protobuf", "json"])
-def test_a_text_under_someone_elses_hash_is_rejected(chdb_store: Any, tmp_path: Path, walk: str,
-                                                      as_json: bool) -> None:
+def test_a_text_under_someone_elses_hash_is_rejected(chdb_store: Any, tmp_path: Path, as_json: bool) -> None:
     tenant = f"ch-{uuid.uuid4().hex[:8]}"
     victim_hash = _sha(VICTIM_TEXT + tenant)  # unique per test run
     victim_text = VICTIM_TEXT + tenant
@@ -98,7 +89,7 @@ def test_a_text_under_someone_elses_hash_is_rejected(chdb_store: Any, tmp_path: 
     assert stored == [(victim_text,)], "the fake text reached the store"
 
 
-def test_a_fake_prefix_cannot_replace_the_full_text(chdb_store: Any, tmp_path: Path, walk: str) -> None:
+def test_a_fake_prefix_cannot_replace_the_full_text(chdb_store: Any, tmp_path: Path) -> None:
     # "truncate:N" says texts may be prefixes of what their hash names, so a mismatch is not an
     # error there; what arrived is kept under its own hash and can replace nothing
     tenant = f"ch-{uuid.uuid4().hex[:8]}"
@@ -121,7 +112,7 @@ def test_a_fake_prefix_cannot_replace_the_full_text(chdb_store: Any, tmp_path: P
     assert sorted(rows) == sorted([(victim_hash, False), (_sha(FAKE_TEXT), True)])
 
 
-def test_a_hash_is_computed_when_none_is_sent(chdb_store: Any, tmp_path: Path, walk: str) -> None:
+def test_a_hash_is_computed_when_none_is_sent(chdb_store: Any, tmp_path: Path) -> None:
     tenant = f"ch-{uuid.uuid4().hex[:8]}"
     tid = os.urandom(16).hex()
     text = f"élan vital ✓ {tenant}"
@@ -182,7 +173,7 @@ def test_what_the_sdk_sends_is_accepted(chdb_store: Any, tmp_path: Path, content
         assert texts == [None, None] and rec.retrieved[0].content_hash == _sha(boil)
 
 
-def test_both_walks_agree_on_mismatched_hashes() -> None:
+def test_spans_with_mismatched_hashes_are_rejected_and_the_rest_stored() -> None:
     good, bad = "the real passage", "a different passage"
     ok_hash, other_hash = _sha(good), _sha("something else")
     cases = [
@@ -202,7 +193,13 @@ def test_both_walks_agree_on_mismatched_hashes() -> None:
     # a later span of the same request repeating a checked hash with other text is refused too
     spans.append(_span({_doc(0, sc.DOCUMENT_ID): "z", _doc(0, sc.DOCUMENT_CONTENT): bad,
                         _doc(0, sc.DOCUMENT_CONTENT_HASH): ok_hash}, span=b"\x09" * 8))
-    got = assert_same_rows(_request(*spans))
+    req = _request(*spans)
+    got = assemble(req, "t1", 1_700_000_000_000)
     assert got.rejected == 3 and got.messages == [HASH_MISMATCH]
     passages = dict(zip(got.cols["passages"]["content_hash"], got.cols["passages"]["content"], strict=True))
     assert passages == {ok_hash: good, _sha(bad): bad}
+    # the third span whole; the fourth's prefix under its own hash, its claimed one replaced
+    assert [d[1:6] for d in documents(got)] == [
+        ("retrieved", 0, "a", None, ok_hash), ("retrieved", 1, "c", None, other_hash),
+        ("retrieved", 0, "a", None, _sha(bad))]
+    check_rows(req, None)  # as the plain recomputation of tests/collector/test_native_walk.py says

@@ -9,7 +9,8 @@ import uuid
 from typing import Any
 
 from ragtrace import semconv as sc
-from ragtrace_collector.assemble import TIME_COLUMNS, assemble
+from ragtrace_collector.assemble import assemble
+from ragtrace_collector.rows import TIME_COLUMNS
 from ragtrace_collector.writer import TABLE_ORDER
 from ragtrace_store import GoldEvidence, GoldSpan, write_gold_spans
 from ragtrace_store.gold_judgements import GoldJudgement, add_gold_judgements
@@ -34,8 +35,8 @@ def _store_traces(store: Any, tenant: str, traces: list[T.TraceSpec],
                         {sc.PROVENANCE_SOURCE_ID: source, sc.PROVENANCE_START: start, sc.PROVENANCE_END: end})
     rows = assemble(T.request(spans), tenant, int(time.time() * 1000))
     for table in TABLE_ORDER:
-        if rows.cols[table][next(iter(rows.cols[table]))]:
-            store.insert_columns(table, rows.cols[table], TIME_COLUMNS)
+        if rows.count(table):
+            store.insert_columns(table, rows.columns(table), TIME_COLUMNS)
 
 
 def test_evidence_spans_are_placed_on_each_traces_chunks_beside_the_gold_ids(chdb_store: Any) -> None:

@@ -9,7 +9,8 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ragtrace_collector.assemble import TIME_COLUMNS, assemble
+from ragtrace_collector.assemble import assemble
+from ragtrace_collector.rows import TIME_COLUMNS
 from ragtrace_collector.writer import TABLE_ORDER
 from ragtrace_store.gold_judgements import (
     GoldDoc,
@@ -34,8 +35,8 @@ def test_the_newest_judgement_decides_for_every_reader(chdb_store: Any) -> None:
     rows = assemble(T.request([s for t in (own, by_query, none) for s in t.spans()]), tenant,
                     int(time.time() * 1000))
     for table in TABLE_ORDER:
-        if rows.cols[table][next(iter(rows.cols[table]))]:
-            chdb_store.insert_columns(table, rows.cols[table], TIME_COLUMNS)
+        if rows.count(table):
+            chdb_store.insert_columns(table, rows.columns(table), TIME_COLUMNS)
     t0 = datetime(2026, 11, 1, tzinfo=UTC)
     _judge(chdb_store, tenant, [("", own.trace_id, "a", 1, "span"), ("", own.trace_id, "b", 2, "span"),
                                 ("q1", "", "c", 1, "qrels"), ("q1", "", "b", 1, "qrels"),

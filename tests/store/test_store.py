@@ -6,7 +6,8 @@ import time
 import uuid
 from typing import Any
 
-from ragtrace_collector.assemble import TIME_COLUMNS, assemble
+from ragtrace_collector.assemble import assemble
+from ragtrace_collector.rows import TIME_COLUMNS
 from tests import otlp_builders as T
 
 
@@ -19,7 +20,7 @@ def test_read_traces_pages_through_ties_without_gaps_or_repeats(chdb_store: Any)
     # groups of 7 roots share a start time, so page boundaries fall inside ties
     rows.cols["queries"]["start_time"] = [base - i // 7 for i in range(len(specs))]
     for table in ("documents", "spans", "queries"):
-        chdb_store.insert_columns(table, rows.cols[table], TIME_COLUMNS)
+        chdb_store.insert_columns(table, rows.columns(table), TIME_COLUMNS)
     got = [r.trace_id for r in chdb_store.read_traces(tenant=tenant)]
     assert len(got) == len(set(got)) == 1203 and set(got) == {t.trace_id for t in specs}
     assert [r.trace_id for r in chdb_store.read_traces(tenant=tenant, limit=777)] == got[:777]
@@ -47,8 +48,8 @@ def test_a_reference_on_the_root_span_is_stored_and_wins_over_an_imported_one(ch
     rows = assemble(T.request([with_ref, imported_only, none, blank]), tenant, int(time.time() * 1000))
     assert rows.cols["reference_answers"]["reference"] == ["1,465"]  # stripped; a blank one is no reference
     for table in TABLE_ORDER:
-        if rows.cols[table][next(iter(rows.cols[table]))]:
-            chdb_store.insert_columns(table, rows.cols[table], TIME_COLUMNS)
+        if rows.count(table):
+            chdb_store.insert_columns(table, rows.columns(table), TIME_COLUMNS)
     chdb_store.insert("reference_answers", [(tenant, "q1", "", "imported 1465", "import", datetime.now(UTC))],
                       ["tenant", "query_id", "trace_id", "reference", "source", "added_at"])
     got = {r.trace_id: r.reference for r in chdb_store.read_traces(tenant=tenant)}

@@ -32,8 +32,8 @@ from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from ragtrace_collector import native_walk
 from ragtrace_collector.admission import Admission, Ticket, decode_slots
-from ragtrace_collector.assemble import Rows
 from ragtrace_collector.body_deadline import BodyDeadline
 from ragtrace_collector.bounded_decode import decode_within_bound
 from ragtrace_collector.client_errors import ClientErrors
@@ -41,6 +41,7 @@ from ragtrace_collector.guard import RequestGuard
 from ragtrace_collector.ingest import IngestPool
 from ragtrace_collector.metrics import Metrics
 from ragtrace_collector.otlp import JSON, OtlpError, encode_response, encode_status, media_type
+from ragtrace_collector.rows import Rows
 from ragtrace_collector.settings import CollectorSettings
 from ragtrace_collector.shutdown import Shutdown, ShutdownGate
 from ragtrace_collector.spool import Spool, SpoolError
@@ -90,7 +91,9 @@ BackgroundTask = Callable[[Store, CollectorSettings, Metrics, threading.Event], 
 def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | None = None,
                extensions: Sequence[Extension] = (), background: Sequence[BackgroundTask] = ()) -> FastAPI:
     """The collector app for ``store`` (which the caller opened and closes), with ``extensions``
-    mounted after the collector's own routes and each ``background`` task run while it serves."""
+    mounted after the collector's own routes and each ``background`` task run while it serves.
+    Raises `native_walk.NativeWalkMissing` (which says how to build it) without the compiled walk."""
+    native_walk.require()
     metrics = metrics or Metrics()
     spool = Spool(settings.spool_path, max_bytes=settings.spool_max_bytes, fsync=settings.spool_fsync)
     writer = Writer(store, spool, metrics, batch_max_spans=settings.batch_max_spans,

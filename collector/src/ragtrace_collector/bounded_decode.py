@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ragtrace_collector.admission import Ticket, Verdict
-from ragtrace_collector.assemble import Rows
 from ragtrace_collector.ingest import IngestPool
 from ragtrace_collector.otlp import JSON, PROTOBUF, OtlpError, parse_request, receive
 from ragtrace_collector.request_cost import WireError, count, decode_bytes, json_decode_bytes
+from ragtrace_collector.rows import Rows
 from ragtrace_collector.writer import Backpressure
 
 MiB = 1024 * 1024

@@ -21,9 +21,9 @@ from concurrent.futures.process import BrokenProcessPool
 
 import lz4.frame
 
-from ragtrace_collector import native_walk
-from ragtrace_collector.assemble import Rows
+from ragtrace_collector.assemble import assemble_body
 from ragtrace_collector.otlp import PROTOBUF, OtlpError, parse_request, receive
+from ragtrace_collector.rows import Rows
 from ragtrace_collector.writer import Backpressure
 
 log = logging.getLogger("ragtrace.collector.ingest")
@@ -37,13 +37,13 @@ def decode_and_assemble(body: bytes, ctype: str | None, encoding: str | None, te
                         max_bytes: int, written: Mapping[tuple[str, str], int] | None = None) -> tuple[Rows, bytes]:
     """Rows of one request, and what the spool keeps: the request as protobuf (a JSON or gzip body
     is re-encoded), LZ4-compressed (b"" when no span was accepted). Raises `OtlpError` for
-    refused bodies. ``written``: passages the store has (see `assemble`)."""
+    refused bodies. ``written``: passages the store has (see `assemble_body`)."""
     raw, mt = receive(body, ctype, encoding, max_bytes)
     if mt != PROTOBUF:
         # JSON becomes protobuf: the spool keeps protobuf, and one walk reads both
         raw = parse_request(raw, mt).SerializeToString()
     try:
-        rows = native_walk.assemble_protobuf(raw, tenant, received_ms, written)
+        rows = assemble_body(raw, tenant, received_ms, written)
     except ValueError:
         parse_request(raw, PROTOBUF)  # raises OtlpError with the Python parser's reason
         raise OtlpError(400, "malformed OTLP protobuf body (rejected by the C++ protobuf parser)") from None

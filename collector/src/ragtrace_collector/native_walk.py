@@ -1,126 +1,106 @@
-"""The compiled walk (``_otlp_native``, built by ``collector/native/build.py``), when it is built.
+"""The compiled walk, ``ragtrace_collector._otlp_native`` (``collector/native/otlp_walk.cc``): required.
 
-It parses a protobuf request body with Google's C++ protobuf runtime, outside the GIL, into
-classes generated from the official OTLP schema, and produces the same rows as the Python walk
-(`assemble.assemble`): span meanings are decided by the same Python code (`assemble_spans`), and
-the ``documents`` rows come back as one Arrow table per request instead of Python lists. About
-2× the collector's throughput (benchmarks/collector_ingest.py). Without the module, or with
-``RAGTRACE_NATIVE_WALK=0``, the collector uses the Python walk.
+It parses a protobuf request body with Google's C++ protobuf runtime, outside the GIL, into classes
+generated from the official OTLP schema, hands Python each span's non-document attributes, checks
+claimed content hashes, and makes every ``documents`` and ``passages`` row (one Arrow table per
+request for ``documents``). It is the collector's only walk: built by ``collector/native/build.py``,
+which ``make`` runs. Without it, or with a module built from an older ``otlp_walk.cc``, anything that
+ingests (`ragtrace serve`, `ragtrace_collector.app.create_app`, `ragtrace_collector.assemble`) stops
+with `NativeWalkMissing`, which says how to build it; nothing falls back to another walk.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib
-import os
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from google.protobuf.message import DecodeError
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from ragtrace_collector import assemble as A
-from ragtrace_collector.assemble import COLUMNS, Rows
+from ragtrace_collector.documents import (
+    FIELDS,
+    GEN_AI_STAGE,
+    MAX_RANK,
+    STAGE_OF_PREFIX,
+    STAGES,
+    TOP_K_STAGE,
+    DocumentSpan,
+)
+from ragtrace_collector.rows import COLUMNS, Rows
+from ragtrace_collector.values import value_text
 
+#: The version of the module's interface this code calls (``kInterface`` in otlp_walk.cc).
+INTERFACE = 2
 #: Bound of the passages the native walk has proven to hash to their content hash (per tenant,
 #: across requests; least recently used out): a passage sent again is compared byte for byte with
-#: the proven text instead of hashed again (issue 35: hashing every passage of every request again
-#: was a tenth of the collector's instructions per trace). Held beyond --max-inflight-bytes, like
-#: the engine's caches; each ingest worker process has its own.
+#: the proven text instead of hashed again (hashing every passage of every request again was a
+#: tenth of the collector's instructions per trace). Held beyond --max-inflight-bytes, like the
+#: engine's caches; each ingest worker process has its own.
 VERIFIED_TEXT_BYTES = 32 * 1024 * 1024
+BUILD_HINT = ("build it with `make` (or `.venv/bin/python collector/native/build.py`, which needs g++, protoc and "
+              "libprotobuf-dev: the `native` packages of deploy/debian-packages.txt)")
 
-_otlp_native: Any
-try:
-    _otlp_native = importlib.import_module("ragtrace_collector._otlp_native")
-except ImportError as exc:
-    _otlp_native = None
-    UNAVAILABLE = f"{exc}; build it with `.venv/bin/python collector/native/build.py` (make does)"
-else:
-    if not hasattr(_otlp_native.Request, "verify"):
-        # a module built before content hashes were checked would accept any claimed hash
-        _otlp_native = None
-        UNAVAILABLE = ("the built module predates the content-hash check (no Request.verify); rebuild it with "
-                       "`.venv/bin/python collector/native/build.py` (make does)")
-    elif not hasattr(_otlp_native, "verified_cache"):
-        # built before texts proven once were remembered: its verify() takes no tenant
-        _otlp_native = None
-        UNAVAILABLE = ("the built module predates the cache of verified passages (no verified_cache); rebuild it "
-                       "with `.venv/bin/python collector/native/build.py` (make does)")
-if _otlp_native is not None:
-    UNAVAILABLE = ""
-    _otlp_native.configure(
-        tuple(A._PREFIX_STAGE), tuple(A._PREFIX_STAGE.values()),
-        tuple(sorted(A._FIELD_CODE, key=A._FIELD_CODE.__getitem__)), A.MAX_RANK, A._RERANKED_INDEX,
-        A.value_text, lambda text: hashlib.sha256(text.encode("utf-8")).hexdigest())
-    # the C++ side hard-codes the field codes' order (id, score, content, metadata, hash)
-    assert (A.F_ID, A.F_SCORE, A.F_CONTENT, A.F_META, A.F_HASH) == (0, 1, 2, 3, 4)
-    _otlp_native.verified_cache(VERIFIED_TEXT_BYTES)
+
+class NativeWalkMissing(RuntimeError):
+    """The compiled walk is not built, or was built from another version of ``otlp_walk.cc``."""
+
 
 _TIMESTAMP = pa.timestamp("ms", tz="UTC")
+_otlp_native: Any = None
+_problem = ""
+try:
+    _module = importlib.import_module("ragtrace_collector._otlp_native")
+except ImportError as exc:
+    _problem = f"the collector's compiled walk (ragtrace_collector._otlp_native) is not built ({exc}): {BUILD_HINT}"
+else:
+    built = getattr(_module, "INTERFACE", 1)
+    if built != INTERFACE:
+        where = getattr(_module, "__file__", None) or _module.__name__
+        _problem = (f"the collector's compiled walk {where} is stale (built from an otlp_walk.cc of interface "
+                    f"{built}, this code needs {INTERFACE}): re{BUILD_HINT}")
+    else:
+        _otlp_native = _module
+        _otlp_native.configure(
+            tuple(STAGE_OF_PREFIX), STAGES, FIELDS, MAX_RANK, STAGES.index(TOP_K_STAGE), STAGES.index(GEN_AI_STAGE),
+            value_text, lambda text: hashlib.sha256(text.encode("utf-8")).hexdigest())
+        _otlp_native.verified_cache(VERIFIED_TEXT_BYTES)
 
 
-def available() -> bool:
-    return _otlp_native is not None
-
-
-def enabled() -> bool:
-    """Whether protobuf requests go through the compiled walk (built, and not switched off)."""
-    return _otlp_native is not None and os.environ.get("RAGTRACE_NATIVE_WALK", "1") != "0"
-
-
-def assemble_protobuf(body: bytes, tenant: str, received_ms: int,
-                      written: Mapping[tuple[str, str], int] | None = None) -> Rows:
-    """The rows of a protobuf request body, by the native walk when it is enabled, else by the Python
-    walk (the same rows). Raises `ValueError` if the body is not a valid ExportTraceServiceRequest."""
-    if enabled():
-        return assemble_body(body, tenant, received_ms, written)
-    request = ExportTraceServiceRequest()
-    try:
-        request.ParseFromString(body)
-    except DecodeError as exc:
-        raise ValueError(f"not a valid OTLP ExportTraceServiceRequest: {exc}") from exc
-    return A.assemble(request, tenant, received_ms, written)
-
-
-def assemble_body(body: bytes, tenant: str, received_ms: int,
-                  written: Mapping[tuple[str, str], int] | None = None) -> Rows:
-    """`assemble.assemble` of a protobuf body. Raises `ValueError` if the body is not a valid
-    ExportTraceServiceRequest (the caller asks the Python parser for the reason)."""
+def require() -> Any:
+    """The compiled module; raises `NativeWalkMissing` (saying how to build it) when it is not
+    built or is stale."""
     if _otlp_native is None:
-        raise RuntimeError(f"the native OTLP walk is not built: {UNAVAILABLE}")
-    request = _otlp_native.parse(body)
-    rows = Rows()
-    plan: list[tuple[int, str, str, int, int | None, bool]] = []
+        raise NativeWalkMissing(_problem)
+    return _otlp_native
 
-    def on_documents(ordinal: Any, trace_id: str, span_id: str, other: dict[str, Any], start_ms: int) -> int:
-        top_k, truncating = A.document_options(other)
-        plan.append((ordinal, trace_id, span_id, start_ms, top_k, truncating))
-        return 0  # counted below, with the rows
 
-    def hashes_ok(ordinal: Any, other: dict[str, Any]) -> bool:
-        # as assemble.hashes_match; texts proven for this tenant before are compared, not hashed
-        return A.document_options(other)[1] or bool(request.verify(ordinal, tenant))
+def parse(body: bytes) -> Any:
+    """A parsed request (``_otlp_native.Request``). Raises `ValueError` if ``body`` is not a valid
+    ExportTraceServiceRequest, `NativeWalkMissing` without the module."""
+    return require().parse(body)
 
-    A.assemble_spans(rows, request.spans(), tenant, received_ms, on_documents, hashes_ok)
-    if plan:
-        docs, passages, nbytes = request.documents(plan, tenant, written)
-        rows.nbytes += nbytes
-        n = len(docs["rank"][2])
-        if n:
-            columns = {name: _array(docs[name], n) for name in docs}
-            columns["tenant"] = pa.repeat(tenant, n).cast(pa.string())
-            columns["received_at"] = pa.repeat(received_ms, n).cast(pa.int64()).cast(_TIMESTAMP)
-            rows.arrow["documents"] = [pa.table({name: columns[name] for name in COLUMNS["documents"]})]
-        m = len(passages["truncated"][2])
-        if m:  # few (known text is skipped): the writer's passage cache works on lists
-            p = rows.cols["passages"]  # may already hold GenAI documents' passages (assemble_spans)
-            for name, column in passages.items():
-                p[name] = p[name] + _array(column, m).to_pylist()
-            p["tenant"] = p["tenant"] + [tenant] * m
-            p["first_seen"] = p["first_seen"] + [received_ms] * m
-    return rows
+
+def add_documents(rows: Rows, request: Any, plan: list[DocumentSpan], tenant: str, received_ms: int,
+                  written: Mapping[tuple[str, str], int] | None) -> None:
+    """The ``documents`` rows (one Arrow table) and ``passages`` rows (lists: the writer's passage
+    cache works on them) of the spans in ``plan``, added to ``rows``."""
+    docs, passages, nbytes = request.documents(plan, tenant, written)
+    rows.nbytes += nbytes
+    n = len(docs["rank"][2])
+    if n:
+        columns = {name: _array(docs[name], n) for name in docs}
+        columns["tenant"] = pa.repeat(tenant, n).cast(pa.string())
+        columns["received_at"] = pa.repeat(received_ms, n).cast(pa.int64()).cast(_TIMESTAMP)
+        rows.arrow["documents"] = [pa.table({name: columns[name] for name in COLUMNS["documents"]})]
+    m = len(passages["truncated"][2])
+    if m:  # few (known text is skipped)
+        p = rows.cols["passages"]
+        for name, column in passages.items():
+            p[name] = _array(column, m).to_pylist()
+        p["tenant"] = [tenant] * m
+        p["first_seen"] = [received_ms] * m
 
 
 def _array(column: tuple[str, bytes, bytes], n: int) -> pa.Array:

@@ -28,8 +28,8 @@ from typing import Any
 MAX_DEPTH = 100
 
 # Peak decode memory, bytes: per element decoded, and per byte of protobuf. Upper bounds of what
-# `benchmarks/hostile_server.py --only cost` measures on both walks (the native one costs more per
-# element, the Python one less): attribute-less spans 1.7 KB each, one-character attributes 0.29 KB,
+# `benchmarks/hostile_server.py --only cost` measures through the collector's walk (the Python walk it
+# replaced held less per element): attribute-less spans 1.7 KB each, one-character attributes 0.29 KB,
 # array elements 0.09 KB, events 0.6 KB; 64 KB string values 2.7 x their bytes (the parse, the Python
 # string, the span's JSON), traces of distinct 1 KB passages 3.5-4 x their bytes with their attributes,
 # ordinary ragtrace traces (passages repeating) 2.5 x, which this overstates by about 1.6.

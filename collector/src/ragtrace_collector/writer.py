@@ -42,9 +42,10 @@ from typing import Any
 import lz4.frame
 import orjson
 
-from ragtrace_collector.assemble import COLUMNS, TIME_COLUMNS, Rows
+from ragtrace_collector import native_walk
+from ragtrace_collector.assemble import assemble_body
 from ragtrace_collector.metrics import Metrics
-from ragtrace_collector.native_walk import assemble_protobuf
+from ragtrace_collector.rows import COLUMNS, TIME_COLUMNS, Rows
 from ragtrace_collector.spool import Spool, SpoolError, SpoolFull
 from ragtrace_store import arrow_table
 from ragtrace_store.assembly import STAGE_KINDS
@@ -89,6 +90,7 @@ class Writer:
                  batch_interval: float = 0.5, queue_max_bytes: int = 256 * 1024 * 1024,
                  probe_interval: float = 0.5, probe_max_interval: float = 5.0,
                  passage_refresh: float = PASSAGE_REFRESH_S) -> None:
+        native_walk.require()  # the spool's replay walks requests: never dead-letter them for want of it
         self.store = store
         self.spool = spool
         self.metrics = metrics
@@ -324,7 +326,7 @@ class Writer:
             if not cols[COLUMNS[table][0]] and not tables:
                 continue
             t0 = time.perf_counter()
-            if tables:  # from the native walk; rows of Python-walked requests join them: one insert
+            if tables:  # the walk's Arrow tables (documents); list rows of the same table join them: one insert
                 if cols[COLUMNS[table][0]]:
                     tables = [*tables, arrow_table(cols, _TIMES)]
                 n = self.store.insert_arrow(table, tables)
@@ -343,7 +345,7 @@ class Writer:
     @property
     def written_passages(self) -> Mapping[tuple[str, str], int]:
         """(tenant, content hash) → length of the passages written recently, negative for a
-        truncated copy. Read by `assemble` in the request threads (lookups only)."""
+        truncated copy. Read by `assemble_body` in the request threads (lookups only)."""
         return self._passages
 
     def _new_passages(self, rows: Rows) -> dict[str, list[Any]]:
@@ -463,7 +465,7 @@ class Writer:
         n = 0
         for rec in self.spool.read(seg):
             try:
-                rows = assemble_protobuf(rec.body, rec.tenant, rec.received_ms)
+                rows = assemble_body(rec.body, rec.tenant, rec.received_ms)
             except Exception as exc:  # cannot happen for records we wrote; never block the spool on it
                 self._dead_letter((rec.tenant, rec.received_ms, rec.body), exc)
                 continue

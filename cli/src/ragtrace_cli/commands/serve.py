@@ -1,7 +1,7 @@
 """`ragtrace serve`: the collector, the review UI and the audit API in one process.
 
-Exit codes: 0 after a clean stop (SIGTERM/SIGINT), 1 when the server failed, 2 for a usage error or
-a store that cannot be opened.
+Exit codes: 0 after a clean stop (SIGTERM/SIGINT), 1 when the server failed, 2 for a usage error, a
+store that cannot be opened, or a collector whose compiled walk is not built (or stale).
 """
 
 from __future__ import annotations
@@ -107,6 +107,13 @@ def serve_main(argv: list[str]) -> int:
         p.error(f"--spool-dir {settings.spool_path} is a file; give a directory (or unset it: the default is "
                 "next to the store)")
     logging.basicConfig(level=a.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from ragtrace_collector.native_walk import NativeWalkMissing, require
+
+    try:  # before the store is opened: without its walk the collector cannot ingest (or replay its spool)
+        require()
+    except NativeWalkMissing as exc:
+        print(f"ragtrace serve: {exc}", file=sys.stderr)
+        return 2
     from ragtrace_collector.memory import keep_freed_memory
 
     # freed memory kept for reuse is memory held too: a quarter of the in-flight bound at most
@@ -127,14 +134,6 @@ def serve_main(argv: list[str]) -> int:
         if local_admin is not None:
             print(f"first reviewer: `ragtrace reviewers add NAME --server {local_admin.url}` as this user on this "
                   f"machine (it proves itself with {local_admin.path}, which only this user can read)", flush=True)
-        from ragtrace_collector import native_walk
-
-        if native_walk.enabled():
-            log.info("attribute walk: native (C++ protobuf, collector/native)")
-        elif native_walk.available():
-            log.info("attribute walk: Python (RAGTRACE_NATIVE_WALK=0)")
-        else:
-            log.warning("attribute walk: Python, about half the throughput: %s", native_walk.UNAVAILABLE)
         # timeouts for slow and idle connections, the connection cap, client errors logged once per
         # kind per minute (ragtrace_collector.serving)
         config = uvicorn_config(app, settings, app.state.client_errors, log_level=a.log_level,
