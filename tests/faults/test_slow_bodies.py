@@ -18,9 +18,8 @@ from pathlib import Path
 
 import httpx
 
-from tests import otlp_builders as T
-
 from ragtrace_collector.serving import EVICT_AFTER_S, MAX_HELD
+from tests import otlp_builders as T
 
 from ._serve import connect, metric, serve, wait_for
 
