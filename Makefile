@@ -65,10 +65,23 @@ $(JS_CLIENT): tests/collector/js/package-lock.json
 
 # make test runs the slow tests too (SmolLM2 as eRAG reader and as a served LLM judge, ~1 min);
 # a bare `pytest` skips them for a quick loop.
+# Two xdist workers, each a process with its own embedded chDB store; a test file runs whole on one
+# worker (--dist loadfile: its module fixtures are built once), files in collection order, which puts
+# the long example and labeller files mid-run rather than last. The store, review and audit tests run
+# again under a non-UTC zone (clickhouse-connect reads naive datetimes as local time), beside the main
+# run rather than after it, so that run fills the cores the workers leave idle while they wait on the
+# servers and subprocesses they start; its output is shown once both are done.
+PYTEST_MAIN := RAGTRACE_SLOW_TESTS=1 $(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder
+PYTEST_TZ := TZ=Asia/Tokyo OMP_NUM_THREADS=1 $(PY) -m pytest -q -p no:cacheprovider tests/store tests/review tests/audit
+PYTEST_TZ_LOG := build/pytest-tz.log
 pytest: system-deps $(STAMP) $(NATIVE) $(JS_CLIENT)
-	RAGTRACE_SLOW_TESTS=1 $(PY) -m pytest
-	@echo "again under a non-UTC zone (clickhouse-connect reads naive datetimes as local time):"
-	TZ=Asia/Tokyo $(PY) -m pytest -q tests/store tests/review tests/audit
+	@mkdir -p $(dir $(PYTEST_TZ_LOG))
+	@echo "$(PYTEST_TZ) >$(PYTEST_TZ_LOG) &"; echo "$(PYTEST_MAIN)"
+	@$(PYTEST_TZ) >$(PYTEST_TZ_LOG) 2>&1 & tz=$$!; \
+	$(PYTEST_MAIN); main=$$?; \
+	wait $$tz; tz_rc=$$?; \
+	echo "under TZ=Asia/Tokyo: pytest tests/store tests/review tests/audit (exit $$tz_rc):"; cat $(PYTEST_TZ_LOG); \
+	test $$main -eq 0 && test $$tz_rc -eq 0
 
 # system-deps first: a machine without the browser learns it before the lint and type checks, not after.
 test: system-deps lint lint-imports typecheck pytest
