@@ -46,7 +46,7 @@ class _Capturing:
 def main() -> None:
     from ragtrace_evaluator.compare.records import load_pair, releases_manifests
     from ragtrace_store import open_store
-    from ragtrace_store.label_summary import LabelSummary, checked_summary
+    from ragtrace_store.label_summary import SUMMARY_PATHS, LabelSummary, checked_summary
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("store", type=Path, help="a store kept by benchmarks/store_scale.py --keep, e.g. DIR/10000000")
@@ -66,18 +66,18 @@ def main() -> None:
     # the same query with its rows thrown away by the engine (before any SETTINGS clause)
     null_sql = sql.replace(" SETTINGS ", " FORMAT Null SETTINGS ", 1) if " SETTINGS " in sql else sql + " FORMAT Null"
 
+    names = tuple(SUMMARY_PATHS)  # a paired row holds a value per summary field, in field order, from r[2]
+
     def least_python() -> list[LabelSummary]:
         # the same values as the product's labels, set as `checked_summary` sets them, with no check and
         # no conversion but the metrics' parse
         out = []
         for r in paired:
-            (manifest, trace_id, query_id, rel, service, mode, in_pool, in_ctx, ranking_ok, verdict, passed, score,
-             _refusal, metrics, _incomplete, _valid) = r[2:18]
-            out.append(checked_summary({
-                "query_id": query_id, "passed": passed, "gold_in_context": in_ctx, "trace_id": trace_id,
-                "release": rel, "service": service, "manifest_id": manifest, "gold_in_pool": in_pool,
-                "ranking_ok": ranking_ok, "verdict": verdict or None, "refusal_justified": None, "score": score,
-                "metrics": orjson.loads(metrics) if metrics else {}, "failure_mode": mode}))
+            summary = dict(zip(names, r[2:], strict=False))
+            metrics = summary["metrics"]
+            summary.update(verdict=summary["verdict"] or None, refusal_justified=None,
+                           metrics=orjson.loads(metrics) if metrics else {})
+            out.append(checked_summary(summary))
         return out
 
     # (key, what is printed, what is timed)

@@ -1,7 +1,7 @@
 """Each label's newest version over whole manifests: ``FINAL`` over their key ranges against ``LIMIT 1 BY``.
 
 Every label reader of the store keeps each (manifest, trace)'s newest label the way
-`ragtrace_store.labels.newest_labels_sql` does: ``FINAL`` over the key ranges its key conditions
+`ragtrace_store.label_table.newest_labels_sql` does: ``FINAL`` over the key ranges its key conditions
 select, given as ``PREWHERE`` (the third read below); the other exact way sorts each key's versions
 with ``LIMIT 1 BY``. This times them on a store kept by ``benchmarks/store_scale.py --keep`` in two
 layouts: the store's labels as built (one merged part), and the same labels re-written into

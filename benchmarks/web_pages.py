@@ -152,8 +152,8 @@ def build_store(store: Any, n: int, *, seed: int = 0) -> float:
                               RetrievalRecord(mode != "retrieval_gap", in_ctx, 1, "span"),
                               RankingRecord(mode != "rank_inversion", 0, 1), gen, mode == "ok",
                               None if abstained else (1.0 if mode == "ok" else 0.0), round(rng.random(), 3),
-                              {"recall_5": 1.0 if in_ctx else 0.0, "groundedness": gen.groundedness,
-                               "abstained": abstained})
+                              metrics={"recall_5": 1.0 if in_ctx else 0.0, "groundedness": gen.groundedness,
+                                       "abstained": abstained})
             label_rows.append(rec)
         store.insert_columns("queries", q, frozenset({"start_time", "received_at"}))
         store.insert_columns("spans", sp, frozenset({"start_time", "end_time", "received_at"}))

@@ -15,6 +15,7 @@ from ragtrace_cli.commands.compare import compare_main
 from ragtrace_evaluator.audit.run import label_row
 from ragtrace_evaluator.compare.comparison import compare, pair
 from ragtrace_evaluator.compare.records import load_pair, load_release, release_manifests
+from ragtrace_store import LABEL_COLUMNS
 from tests.counting_store import CountingStore
 
 from .story import story_records
@@ -24,9 +25,7 @@ def _insert(store: Any, tenant: str, records: list[dict[str, Any]], *, release: 
     t = datetime(2026, 11, 1, tzinfo=UTC)
     rows = [label_row({**r, "release": release, "manifest_id": manifest, "trace_id": f"{release}-{r['query_id']}"},
                       tenant=tenant, trace_time=t) for r in records]
-    store.insert("labels", rows, ["tenant", "manifest_id", "trace_id", "query_id", "service", "release",
-                                  "failure_mode", "gold_in_pool", "gold_in_context", "ranking_ok", "generation",
-                                  "passed", "score", "confidence", "detail", "trace_time", "labelled_at"])
+    store.insert("labels", rows, LABEL_COLUMNS)
 
 
 def test_releases_in_the_store_compare_like_the_files(chdb_store: Any) -> None:
@@ -72,10 +71,7 @@ def test_the_engine_pairs_and_reads_only_the_paired_labels(chdb_store: Any, pair
         rows = [label_row({**r, "release": release, "manifest_id": "m-pair",
                            "trace_id": f"{release}-{r.get('trace_id', r['query_id'])}-{i}"},
                           tenant=tenant, trace_time=t + timedelta(seconds=i)) for i, r in enumerate(recs)]
-        chdb_store.insert("labels", rows, ["tenant", "manifest_id", "trace_id", "query_id", "service", "release",
-                                           "failure_mode", "gold_in_pool", "gold_in_context", "ranking_ok",
-                                           "generation", "passed", "score", "confidence", "detail", "trace_time",
-                                           "labelled_at"])
+        chdb_store.insert("labels", rows, LABEL_COLUMNS)
     (a,) = load_release(chdb_store, "v1", tenant=tenant)
     (b,) = load_release(chdb_store, "v2", tenant=tenant)
     counting = CountingStore(chdb_store)
@@ -110,10 +106,7 @@ def test_the_pairing_reads_each_labels_newest_version(chdb_store: Any) -> None:
         """(trace id, record) pairs of ``release`` labelled at ``at``, traces started ``when``: one part."""
         rows = [(*label_row({**r, "release": release, "manifest_id": "m-ver", "trace_id": trace}, tenant=tenant,
                             trace_time=when)[:-1], at) for trace, r in labels]
-        chdb_store.insert("labels", rows, ["tenant", "manifest_id", "trace_id", "query_id", "service", "release",
-                                           "failure_mode", "gold_in_pool", "gold_in_context", "ranking_ok",
-                                           "generation", "passed", "score", "confidence", "detail", "trace_time",
-                                           "labelled_at"])
+        chdb_store.insert("labels", rows, LABEL_COLUMNS)
 
     write([(f"a{i}", r) for i, r in enumerate(base[:30])], "v1", t0)
     write([(f"b{i}", r) for i, r in enumerate(cand[:30])], "v2", t0)
@@ -247,10 +240,7 @@ def test_a_stored_label_that_is_not_a_record_is_refused(chdb_store: Any) -> None
     _insert(chdb_store, tenant, base[:3], release="v1", manifest="m-bad")
     row = list(label_row({**base[3], "release": "v1", "manifest_id": "m-bad", "trace_id": "v1-broken"},
                          tenant=tenant, trace_time=datetime(2026, 11, 1, tzinfo=UTC)))
-    row[14] = '{"metrics": {"recall_5": "high"'  # the detail column, cut short
-    chdb_store.insert("labels", [tuple(row)], ["tenant", "manifest_id", "trace_id", "query_id", "service", "release",
-                                               "failure_mode", "gold_in_pool", "gold_in_context", "ranking_ok",
-                                               "generation", "passed", "score", "confidence", "detail", "trace_time",
-                                               "labelled_at"])
+    row[LABEL_COLUMNS.index("detail")] = '{"metrics": {"recall_5": "high"'  # the detail column, cut short
+    chdb_store.insert("labels", [tuple(row)], LABEL_COLUMNS)
     with pytest.raises(CompareError, match="trace_id=v1-broken: the detail column is not JSON; re-run"):
         load_release(chdb_store, "v1", tenant=tenant)

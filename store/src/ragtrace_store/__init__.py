@@ -22,12 +22,12 @@ from ragtrace_store.filters import TraceFilter
 from ragtrace_store.gold_spans import GoldSpan, GoldSpanError, read_gold_spans, read_span_lines, write_gold_spans
 from ragtrace_store.json_lines import json_line_values
 from ragtrace_store.label_summary import LabelSummary
+from ragtrace_store.label_table import LABEL_COLUMNS, label_row, read_labels, write_labels
 from ragtrace_store.labels import (
     CLAIM_VERDICTS,
     FAILURE_MODES,
     GENERATION_VERDICTS,
     GOLD_SOURCES,
-    LABEL_COLUMNS,
     METRIC_NAMES,
     OUTCOMES,
     SCORE_BASES,
@@ -42,11 +42,8 @@ from ragtrace_store.labels import (
     RankingRecord,
     RetrievalRecord,
     ScoreBasis,
-    label_row,
     read_label_lines,
-    read_labels,
     write_label_lines,
-    write_labels,
 )
 from ragtrace_store.listing import (
     EXACT_COUNT_ROWS,

@@ -3,7 +3,7 @@ each trace in a time window says, under one labeller manifest; and the windows a
 (the ``audit_windows`` table, migration 0012), so the next audit can compare with the previous one.
 
 The engine counts in one GROUP BY over the newest version of each trace's label
-(`ragtrace_store.labels.newest_labels_sql`), as the dashboard's series do; the counts carry their
+(`ragtrace_store.label_table.newest_labels_sql`), as the dashboard's series do; the counts carry their
 denominators and never rates. The denominators (`WindowCounts`):
 
 * failure modes: the complete labels (an ``incomplete`` trace has no mode, as in the audit's summary);
@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from ragtrace_store.clock import STORE_TIME_MIN, as_utc, utc_now
 from ragtrace_store.filters import TraceFilter
-from ragtrace_store.labels import FAILURE_MODES, FailureMode, newest_labels_sql
+from ragtrace_store.label_table import newest_labels_sql
+from ragtrace_store.labels import FAILURE_MODES, FailureMode
 
 if TYPE_CHECKING:
     from ragtrace_store.client import Store

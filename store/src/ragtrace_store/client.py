@@ -95,7 +95,7 @@ class Store:
         # clickhouse-connect clients are not safe for concurrent use; chDB even less so.
         self.lock = threading.RLock()
         # What FINAL returns depends on two settings; a server's profile may change them, so every
-        # query of this store names their defaults (`ragtrace_store.labels.newest_labels_sql` says why).
+        # query of this store names their defaults (`ragtrace_store.label_table.newest_labels_sql` says why).
         for name, value in _FINAL_SETTINGS.items():
             self.client.set_client_setting(name, value)
         if variant == "cluster":

@@ -2,7 +2,7 @@
 say each failure mode, incomplete, abstained, gold in context, and the groundedness sum's moments.
 
 The engine aggregates in one GROUP BY over the newest version of each trace's label (decided per
-key without ``FINAL``: `ragtrace_store.labels.newest_labels_sql`); release, service and time
+key without ``FINAL``: `ragtrace_store.label_table.newest_labels_sql`); release, service and time
 filter that version. The counts carry their denominators, never rates: the dashboard
 (`ragtrace_review.explorer.series`) turns them into rates with intervals.
 """
@@ -14,7 +14,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ragtrace_store.clock import as_utc
-from ragtrace_store.labels import FAILURE_MODES, FailureMode, newest_labels_sql
+from ragtrace_store.label_table import newest_labels_sql
+from ragtrace_store.labels import FAILURE_MODES, FailureMode
 
 if TYPE_CHECKING:
     from ragtrace_store.client import Store

@@ -14,90 +14,90 @@ tens of thousands of them. `LabelSummary` is those values, made three ways that 
   stored record whole (the rows were validated when written); tests/compare/test_compare_store.py shows
   them equal to `LabelSummary.from_record` of the whole records.
 
+Each field names where the record holds its value (`reads`: a path in the record's JSON object):
+`from_record` reads it from there, and the store's reads select the column that copies it, or that
+part of ``detail``. A field of the summary is that one declaration (and, for harness records, a line
+of `from_json`).
+
 ``None`` means unknown or undefined, never False or 0.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Final
 
-from ragtrace_store.labels import (
-    FailureMode,
-    GenerationVerdict,
-    LabelRecord,
-    _bool,
-    _enum,
-    _fail,
-    _metric,
-    _num,
-    _obj,
-)
+from ragtrace_store.label_fields import enum, fail, flag, metric, number, obj, paths_reader
+from ragtrace_store.labels import FailureMode, GenerationVerdict, LabelRecord
 
-__all__ = ["LabelSummary", "checked_summary"]
+__all__ = ["SUMMARY_PATHS", "LabelSummary", "checked_summary", "reads"]
 
 #: the outcome of a trace that lost attributes or a stage: its own outcome, never a failure mode. A
 #: record of the contract says so with failure_mode ``incomplete``; records written before that outcome
 #: existed say it with ``"incomplete": true`` (a key kept beside the contract's, in `LabelRecord.extra`).
 INCOMPLETE = FailureMode.INCOMPLETE.value
 
+_PATH: Final = "ragtrace_store.summary_path"
+
+
+def reads(*path: str, **field_args: Any) -> Any:
+    """A field of `LabelSummary` holding the value at ``path`` of the record's JSON object
+    (``field_args``: `dataclasses.field`'s ``default``, ``default_factory``)."""
+    return dataclasses.field(metadata={_PATH: path}, **field_args)
+
 
 @dataclass(frozen=True)
 class LabelSummary:
     """One labelled query of one release, as a comparison reads it. ``None`` means unknown."""
 
-    query_id: str
-    passed: bool
-    gold_in_context: bool | None
-    trace_id: str = ""
-    release: str = ""
-    service: str = ""
-    manifest_id: str = ""
-    gold_in_pool: bool | None = None
-    ranking_ok: bool | None = None
+    query_id: str = reads("query_id")
+    passed: bool = reads("pass")
+    gold_in_context: bool | None = reads("gold_in_context")
+    trace_id: str = reads("trace_id", default="")
+    release: str = reads("release", default="")
+    service: str = reads("service", default="")
+    manifest_id: str = reads("manifest_id", default="")
+    gold_in_pool: bool | None = reads("gold_in_pool", default=None)
+    ranking_ok: bool | None = reads("ranking", "ok", default=None)
     #: generation verdict: entailed | neutral | contradicted | abstained (None when not labelled)
-    verdict: str | None = None
-    refusal_justified: bool | None = None
+    verdict: str | None = reads("generation", "verdict", default=None)
+    refusal_justified: bool | None = reads("generation", "refusal_justified", default=None)
     #: end-to-end quality in [0, 1], None when the source has no score
-    score: float | None = None
+    score: float | None = reads("score", default=None)
     #: the stage metrics of the record's ``metrics`` object (booleans as 0/1; None = undefined)
-    metrics: Mapping[str, float | None] = field(default_factory=dict)
+    metrics: Mapping[str, float | None] = reads("metrics", default_factory=dict)
     #: the outcome (`ragtrace_store.OUTCOMES`: a failure mode or ``incomplete``), None when the source
     #: gives none (a harness record)
-    failure_mode: str | None = None
+    failure_mode: str | None = reads("failure_mode", default=None)
 
     @classmethod
     def from_record(cls, record: LabelRecord) -> LabelSummary:
-        """The summary of a record of the contract: the one mapping of its fields to the summary's."""
-        gen = record.generation
-        return cls(
-            query_id=record.query_id, passed=record.passed, gold_in_context=record.gold_in_context,
-            trace_id=record.trace_id, release=record.release, service=record.service,
-            manifest_id=record.manifest_id, gold_in_pool=record.gold_in_pool, ranking_ok=record.ranking.ok,
-            verdict=gen.verdict.value if gen is not None else None,
-            refusal_justified=gen.refusal_justified if gen is not None else None, score=record.score,
-            metrics={k: _as_float(v) for k, v in record.metrics.items()},
-            failure_mode=INCOMPLETE if record.extra.get(INCOMPLETE) is True else record.failure_mode.value,
-        )
+        """The summary of a record of the contract: each field's value read where it says (`reads`)."""
+        values = dict(zip(SUMMARY_PATHS, _FROM_RECORD(record), strict=True))
+        values["metrics"] = {k: _as_float(v) for k, v in values["metrics"].items()}
+        if record.extra.get(INCOMPLETE) is True:
+            values["failure_mode"] = INCOMPLETE
+        return checked_summary(values)
 
     @classmethod
-    def from_json(cls, obj: Any, where: str = "record") -> LabelSummary:
+    def from_json(cls, value: Any, where: str = "record") -> LabelSummary:
         """One per-trace JSON object; ``where`` (``file.jsonl:12``) starts every error
         (`ragtrace_store.LabelError`).
 
         An object with a ``failure_mode`` is a record of the contract and must be whole
         (`LabelRecord.from_json`); any other is a harness record: ``query_id``, ``gold_in_context``
         (at the top level or under ``retrieval``) and ``pass``, the rest optional."""
-        rec = _obj(obj, where, "record")
+        rec = obj(value, where, "record")
         if "failure_mode" in rec:
             return cls.from_record(LabelRecord.from_json(rec, where))
         qid = rec.get("query_id")
         if qid is not None and (not isinstance(qid, str | int) or isinstance(qid, bool)):
-            _fail(where, f"'query_id' must be a string, got {qid!r}")
+            fail(where, f"'query_id' must be a string, got {qid!r}")
         if "pass" not in rec:
-            _fail(where, "missing 'pass' (true/false end-to-end verdict); every record needs query_id, "
-                         "gold_in_context and pass")
+            fail(where, "missing 'pass' (true/false end-to-end verdict); every record needs query_id, "
+                        "gold_in_context and pass")
         retrieval = _section(rec, "retrieval", where)
         ranking = _section(rec, "ranking", where)
         generation = _section(rec, "generation", where)
@@ -106,27 +106,40 @@ class LabelSummary:
         elif "gold_in_context" in retrieval:
             in_context, name = retrieval["gold_in_context"], "retrieval.gold_in_context"
         else:
-            _fail(where, "missing 'gold_in_context' (true, false, or null when relevance is unknown)")
+            fail(where, "missing 'gold_in_context' (true, false, or null when relevance is unknown)")
         in_pool, pool_name = ((rec["gold_in_pool"], "gold_in_pool") if "gold_in_pool" in rec
                               else (retrieval.get("gold_in_pool"), "retrieval.gold_in_pool"))
         verdict = generation.get("verdict")
-        metrics_raw = _obj(rec.get("metrics") or {}, where, "metrics")
+        metrics_raw = obj(rec.get("metrics") or {}, where, "metrics")
         return cls(
             query_id="" if qid is None else str(qid),
-            passed=bool(_bool(rec["pass"], where, "pass", nullable=False)),
-            gold_in_context=_bool(in_context, where, name, nullable=True),
+            passed=bool(flag(rec["pass"], where, "pass", nullable=False)),
+            gold_in_context=flag(in_context, where, name, nullable=True),
             trace_id=str(rec.get("trace_id") or ""),
             release=str(rec.get("release") or ""),
             service=str(rec.get("service") or ""),
             manifest_id=str(rec.get("manifest_id") or ""),
-            gold_in_pool=_bool(in_pool, where, pool_name, nullable=True),
-            ranking_ok=_bool(ranking.get("ok"), where, "ranking.ok", nullable=True),
-            verdict=None if verdict is None else _enum(GenerationVerdict, verdict, where, "generation.verdict").value,
-            refusal_justified=_bool(generation.get("refusal_justified"), where, "generation.refusal_justified",
-                                    nullable=True),
-            score=_num(rec.get("score"), where, "score", unit=True),
-            metrics={str(k): _as_float(_metric(v, where, f"metrics.{k}")) for k, v in metrics_raw.items()},
+            gold_in_pool=flag(in_pool, where, pool_name, nullable=True),
+            ranking_ok=flag(ranking.get("ok"), where, "ranking.ok", nullable=True),
+            verdict=None if verdict is None else enum(GenerationVerdict, verdict, where, "generation.verdict").value,
+            refusal_justified=flag(generation.get("refusal_justified"), where, "generation.refusal_justified",
+                                   nullable=True),
+            score=number(rec.get("score"), where, "score", unit=True),
+            metrics={str(k): _as_float(metric(v, where, f"metrics.{k}")) for k, v in metrics_raw.items()},
         )
+
+
+def _paths() -> dict[str, tuple[str, ...]]:
+    undeclared = [f.name for f in dataclasses.fields(LabelSummary) if _PATH not in f.metadata]
+    if undeclared:
+        raise TypeError(f"LabelSummary fields {undeclared} do not say what they read: declare them with reads(...)")
+    return {f.name: f.metadata[_PATH] for f in dataclasses.fields(LabelSummary)}
+
+
+#: each field of `LabelSummary` and the path of the record's JSON object it reads
+SUMMARY_PATHS: Final[dict[str, tuple[str, ...]]] = _paths()
+#: the summary's values of a `LabelRecord`, in field order
+_FROM_RECORD: Final = paths_reader(LabelRecord, tuple(SUMMARY_PATHS.values()))
 
 
 def _as_float(value: float | bool | None) -> float | None:
@@ -135,7 +148,7 @@ def _as_float(value: float | bool | None) -> float | None:
 
 def _section(rec: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
     value = rec.get(key)
-    return {} if value is None else _obj(value, where, key)
+    return {} if value is None else obj(value, where, key)
 
 
 def checked_summary(values: dict[str, Any]) -> LabelSummary:

@@ -28,7 +28,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ragtrace_store.filters import TraceFilter
-from ragtrace_store.labels import FailureMode, newest_labels_sql
+from ragtrace_store.label_table import newest_labels_sql
+from ragtrace_store.labels import FailureMode
 from ragtrace_store.query_roots import QUERY_ROOTS
 from ragtrace_store.roots import TRACE_HASH, rows_of, window_band, winners_sql
 

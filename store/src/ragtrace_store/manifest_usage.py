@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ragtrace_store.clock import as_utc, utc_now
-from ragtrace_store.labels import newest_labels_sql
+from ragtrace_store.label_table import newest_labels_sql
 
 if TYPE_CHECKING:
     from ragtrace_store.client import Store

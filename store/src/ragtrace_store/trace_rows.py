@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from ragtrace_store.clock import as_utc
-from ragtrace_store.labels import newest_labels_sql
+from ragtrace_store.label_table import newest_labels_sql
 from ragtrace_store.listing import ROOT_COLUMNS, TraceListing, confidence_page, count_listing, root_page
 from ragtrace_store.paging import decode_cursor, encode_cursor
 from ragtrace_store.roots import winners_sql
