@@ -46,7 +46,8 @@ class _Capturing:
 def main() -> None:
     from ragtrace_evaluator.compare.records import load_pair, releases_manifests
     from ragtrace_store import open_store
-    from ragtrace_store.label_summary import SUMMARY_PATHS, LabelSummary, checked_summary
+    from ragtrace_store.label_summary import LabelSummary, checked_summary
+    from ragtrace_store.release_labels import _SUMMARY_OF as summary_of
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("store", type=Path, help="a store kept by benchmarks/store_scale.py --keep, e.g. DIR/10000000")
@@ -66,14 +67,13 @@ def main() -> None:
     # the same query with its rows thrown away by the engine (before any SETTINGS clause)
     null_sql = sql.replace(" SETTINGS ", " FORMAT Null SETTINGS ", 1) if " SETTINGS " in sql else sql + " FORMAT Null"
 
-    names = tuple(SUMMARY_PATHS)  # a paired row holds a value per summary field, in field order, from r[2]
-
     def least_python() -> list[LabelSummary]:
         # the same values as the product's labels, set as `checked_summary` sets them, with no check and
-        # no conversion but the metrics' parse
+        # no conversion but the metrics' parse; a paired row holds a value per summary field from r[2],
+        # made a dict as the product does
         out = []
         for r in paired:
-            summary = dict(zip(names, r[2:], strict=False))
+            summary = summary_of(r[2:])
             metrics = summary["metrics"]
             summary.update(verdict=summary["verdict"] or None, refusal_justified=None,
                            metrics=orjson.loads(metrics) if metrics else {})
