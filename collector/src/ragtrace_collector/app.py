@@ -47,6 +47,7 @@ from ragtrace_collector.shutdown import Shutdown, ShutdownGate
 from ragtrace_collector.spool import Spool, SpoolError
 from ragtrace_collector.writer import Backpressure, Writer
 from ragtrace_store import DEFAULT_TENANT, CursorError, Store, TraceFilter, TraceListing, count_traces, encode_cursor
+from ragtrace_store.status import ping
 
 log = logging.getLogger("ragtrace.collector")
 
@@ -228,7 +229,7 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
     @app.get("/readyz")
     def readyz() -> Response:
         try:
-            store.command("SELECT 1")
+            ping(store)
             pending = store.pending_migrations()
         except Exception as exc:
             # The exception names the store's path or URL (with its password): log it, do not answer it.

@@ -5,8 +5,8 @@ Flow of one request: the HTTP handler assembles rows, appends the raw request to
 until ``batch_max_spans`` or ``batch_interval`` and writes each table once. When a batch is in
 the store, the spool is told and drops segments with nothing pending.
 
-When the store is down (an insert fails and a ``SELECT 1`` probe fails too) the writer *spills*:
-it stops holding rows in memory, because the spool already has them, and keeps probing. When the
+When the store is down (an insert fails and a ping, `ragtrace_store.status.ping`, fails too) the
+writer *spills*: it stops holding rows in memory, because the spool already has them, and keeps probing. When the
 store answers again it replays the spooled segments from disk. Re-inserting something that was
 already written is harmless: every table is a ReplacingMergeTree keyed by span (or trace, or
 content hash), and readers keep the newest row of each key (ragtrace_store.roots).
@@ -25,8 +25,9 @@ cannot settle), so that readers of queries never walk the roots that are not.
 Passages: their text is written once per content hash (the cache below skips text the store has)
 with ``last_seen``, which `ragtrace store retention` uses to remove text no kept document uses.
 Every content hash a written document uses renews its passage's ``last_seen`` at most once per
-``passage_refresh`` (one server-side ``INSERT ... SELECT`` per batch, only for hashes not renewed
-recently), whether the request carried the text or only the hash; cache entries expire with it.
+``passage_refresh`` (`ragtrace_store.retention.renew_passages`: one server-side statement per batch,
+only for hashes not renewed recently), whether the request carried the text or only the hash; cache
+entries expire with it.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ from ragtrace_collector.spool import Spool, SpoolError, SpoolFull
 from ragtrace_store import arrow_table
 from ragtrace_store.assembly import STAGE_KINDS
 from ragtrace_store.query_roots import mark_batch
+from ragtrace_store.retention import renew_passages
+from ragtrace_store.status import ping
 
 log = logging.getLogger("ragtrace.collector.writer")
 
@@ -390,16 +393,7 @@ class Writer:
             for i in range(0, len(hashes), _RENEW_CHUNK):
                 chunk = hashes[i:i + _RENEW_CHUNK]
                 try:
-                    # Copies the row a reader sees (FINAL) with a new last_seen; rows renewed or
-                    # written since the cutoff are left alone, so a hash costs one row per interval.
-                    self.store.command(
-                        f"INSERT INTO {self.store.table('passages')} (tenant, content_hash, content, "
-                        "content_length, truncated, first_seen, last_seen) SELECT tenant, content_hash, content, "
-                        "content_length, truncated, first_seen, fromUnixTimestamp64Milli({now:Int64}, 'UTC') "
-                        f"FROM {self.store.table('passages')} FINAL WHERE tenant = {{tenant:String}} "
-                        "AND content_hash IN {hashes:Array(String)} "
-                        "AND last_seen < fromUnixTimestamp64Milli({cutoff:Int64}, 'UTC')",
-                        {"tenant": tenant, "hashes": chunk, "now": now, "cutoff": cutoff})
+                    renew_passages(self.store, tenant, chunk, now_ms=now, cutoff_ms=cutoff)
                 except Exception as exc:
                     # The documents are written; a renewal that failed is tried again with the
                     # next batch that uses these passages (they stay stale here).
@@ -421,7 +415,7 @@ class Writer:
     # --- outage and replay -----------------------------------------------------------------
     def _probe(self) -> bool:
         try:
-            self.store.command("SELECT 1")
+            ping(self.store)
             return True
         except Exception:
             return False

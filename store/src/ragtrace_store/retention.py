@@ -8,6 +8,7 @@ every node.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ragtrace_store.errors import StoreError
@@ -15,7 +16,7 @@ from ragtrace_store.errors import StoreError
 if TYPE_CHECKING:
     from ragtrace_store.client import Store
 
-__all__ = ["MAX_RETENTION_DAYS", "PASSAGE_MARGIN_DAYS", "RetentionError", "set_retention"]
+__all__ = ["MAX_RETENTION_DAYS", "PASSAGE_MARGIN_DAYS", "RetentionError", "renew_passages", "set_retention"]
 
 #: the tables whose rows age out, and the time each ages by
 RETENTION_COLUMNS = {"spans": "start_time", "queries": "start_time", "documents": "start_time",
@@ -69,3 +70,18 @@ def set_retention(store: Store, days: int) -> None:
             if days == 0 and "TTL" in str(exc):
                 continue  # no TTL to remove
             raise RetentionError(table, str(exc)) from exc
+
+
+def renew_passages(store: Store, tenant: str, content_hashes: Sequence[str], *, now_ms: int, cutoff_ms: int) -> None:
+    """Mark ``tenant``'s passages of these content hashes as used at ``now_ms`` (milliseconds since the
+    epoch, UTC), so their text outlives the documents that use them (see the module doc). Copies the row
+    a reader sees (FINAL) with the new ``last_seen``; a passage renewed or written since ``cutoff_ms`` is
+    left alone, so a hash costs one row per renewal interval. Raises the engine's error."""
+    passages = store.table("passages")
+    store.command(
+        f"INSERT INTO {passages} (tenant, content_hash, content, content_length, truncated, first_seen, last_seen) "
+        "SELECT tenant, content_hash, content, content_length, truncated, first_seen, "
+        "fromUnixTimestamp64Milli({now:Int64}, 'UTC') "
+        f"FROM {passages} FINAL WHERE tenant = {{tenant:String}} AND content_hash IN {{hashes:Array(String)}} "
+        "AND last_seen < fromUnixTimestamp64Milli({cutoff:Int64}, 'UTC')",
+        {"tenant": tenant, "hashes": list(content_hashes), "now": now_ms, "cutoff": cutoff_ms})

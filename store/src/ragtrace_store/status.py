@@ -1,4 +1,5 @@
-"""What `ragtrace store status` reports beside the migrations: how many rows each table holds."""
+"""What `ragtrace store status` reports beside the migrations (how many rows each table holds), and
+whether the store answers at all."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ragtrace_store.client import Store
 
-__all__ = ["STATUS_TABLES", "table_rows"]
+__all__ = ["STATUS_TABLES", "ping", "table_rows"]
 
 #: the tables a status lists, in its order
 STATUS_TABLES = ("queries", "spans", "documents", "passages", "gold", "reference_answers", "feedback", "labels")
@@ -24,3 +25,9 @@ def table_rows(store: Store, tables: Sequence[str] = STATUS_TABLES) -> dict[str,
         except Exception:
             continue
     return out
+
+
+def ping(store: Store) -> None:
+    """The cheapest statement the engine answers; raises its error when the store is unreachable or
+    refuses (the collector's readiness and the writer's probe)."""
+    store.command("SELECT 1")
