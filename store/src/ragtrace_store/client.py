@@ -8,6 +8,7 @@ the code above this module never knows which one it talks to.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import sys
@@ -19,8 +20,11 @@ from urllib.parse import unquote, urlparse
 
 from ragtrace_store.clock import utc_now
 from ragtrace_store.errors import StoreError, StoreLockedError
+from ragtrace_store.insert_slices import SLICE_BYTES, column_bytes, row_bytes, slices, table_row_bytes
 from ragtrace_store.migrations import Migration, load_migrations
 from ragtrace_store.records import TraceRecord
+
+log = logging.getLogger("ragtrace.store")
 
 ENV_STORE = "RAGTRACE_STORE"
 DEFAULT_DATABASE = "ragtrace"
@@ -92,6 +96,11 @@ class Store:
         self.variant = variant
         self.cluster = cluster
         self._arrow_ok = True
+        self._purge_ok = True
+        #: column bytes per embedded INSERT statement at most (`ragtrace_store.insert_slices`)
+        self.insert_slice_bytes = SLICE_BYTES
+        #: embedded INSERT statements run through Arrow so far (the slices of an insert each count)
+        self.insert_statements = 0
         # clickhouse-connect clients are not safe for concurrent use; chDB even less so.
         self.lock = threading.RLock()
         # What FINAL returns depends on two settings; a server's profile may change them, so every
@@ -157,13 +166,16 @@ class Store:
             self.client.insert(self.table(table), rows, column_names=list(columns))
 
     def insert_columns(self, table: str, columns: dict[str, list[Any]],
-                       time_columns: frozenset[str] = frozenset()) -> int:
-        """Insert column lists (all the same length) in one statement; returns the row count.
+                       time_columns: frozenset[str] = frozenset(), *, slice_bytes: int | None = None) -> int:
+        """Insert column lists (all the same length); returns the row count.
 
         ``time_columns`` hold DateTime64(3) values as integer milliseconds since the epoch (UTC).
         Embedded chDB takes the batch through Arrow (chDB's ``Python()`` table function, the
-        engine's fastest input path); a server gets clickhouse-connect's Native insert over HTTP,
-        which any ClickHouse >= 24.8 accepts. Either way it is one INSERT per call.
+        engine's fastest input path), one statement per ``slice_bytes`` of rows (default
+        `insert_slice_bytes`; `ragtrace_store.insert_slices`: one for any ordinary batch); a server gets
+        clickhouse-connect's Native insert over HTTP in one statement, which any ClickHouse >= 24.8
+        accepts. A sliced insert is not atomic: the caller retries the whole call, which is harmless
+        (the insert_slices module says why).
         """
         names = list(columns)
         n = len(columns[names[0]]) if names else 0
@@ -172,7 +184,7 @@ class Store:
         with self.lock:
             if self.embedded and self._arrow_ok:
                 try:
-                    self._insert_arrow(table, columns, time_columns)
+                    self._insert_arrow(table, columns, time_columns, slice_bytes or self.insert_slice_bytes)
                     return n
                 except _ArrowPathUnavailable:
                     self._arrow_ok = False
@@ -180,24 +192,70 @@ class Store:
                                column_oriented=True)
         return n
 
-    def _insert_arrow(self, table: str, columns: dict[str, list[Any]], time_columns: frozenset[str]) -> None:
+    def _insert_arrow(self, table: str, columns: dict[str, list[Any]], time_columns: frozenset[str],
+                      slice_bytes: int) -> None:
         try:
             import pyarrow  # noqa: F401 -- a missing pyarrow means the Native insert path
 
             conn = self.client._backend._handle.conn  # the engine connection clickhouse-connect holds
         except (ImportError, AttributeError) as exc:
             raise _ArrowPathUnavailable(str(exc)) from exc
-        self._insert_arrow_table(conn, table, arrow_table(columns, time_columns))
+        if sum(map(column_bytes, columns.values())) <= slice_bytes:
+            self._insert_arrow_table(conn, table, arrow_table(columns, time_columns))
+            return
+        # one slice's Arrow copy at a time, each dropped before the next is made
+        for start, end in slices(row_bytes(columns), slice_bytes):
+            part = {name: values[start:end] for name, values in columns.items()}
+            self._insert_arrow_table(conn, table, arrow_table(part, time_columns))
+            del part
+            self._purge_engine(conn)
 
     def _insert_arrow_table(self, conn: Any, table: str, ragtrace_batch: Any) -> None:
         # chDB's Python() table function reads `ragtrace_batch` from this frame
         cols = ", ".join(f"`{c}`" for c in ragtrace_batch.column_names)
         conn.query(f"INSERT INTO {self.table(table)} ({cols}) SELECT {cols} FROM Python(ragtrace_batch)")
+        self.insert_statements += 1
 
-    def insert_arrow(self, table: str, tables: list[Any]) -> int:
-        """Insert Arrow tables with the same columns in one statement; returns the row count.
-        Timestamps are DateTime64(3) columns. Embedded: straight through chDB's ``Python()``; a
-        server gets the rows through `insert_columns`' Native insert."""
+    def _insert_arrow_slices(self, conn: Any, table: str, combined: Any, slice_bytes: int) -> None:
+        """`_insert_arrow_table` ``slice_bytes`` of rows at a time (slices share the table's memory)."""
+        if int(combined.nbytes) <= slice_bytes:
+            self._insert_arrow_table(conn, table, combined)
+            return
+        for start, end in slices(table_row_bytes(combined), slice_bytes):
+            self._insert_arrow_table(conn, table, combined.slice(start, end - start))
+            self._purge_engine(conn)
+
+    def _purge_engine(self, conn: Any) -> None:
+        """Hand the engine's freed pages back to the system now (its allocator keeps them for
+        seconds): so a sliced insert holds one slice's working memory, not one per slice. About a
+        millisecond. An engine that cannot (built without jemalloc) is not asked again."""
+        if not self._purge_ok:
+            return
+        try:
+            conn.query("SYSTEM JEMALLOC PURGE")
+        except Exception as exc:  # the engine's own error type; nothing is lost but the purge
+            self._purge_ok = False
+            log.info("the embedded engine cannot purge its allocator (%s); freed memory returns in its own time",
+                     str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__)
+
+    def release_memory(self) -> bool:
+        """Embedded: return the engine's freed memory to the system (after large work), unless a
+        statement is running (this never waits for one); a server's memory is its own. Returns
+        whether it did."""
+        if not (self.embedded and self._purge_ok) or not self.lock.acquire(blocking=False):
+            return False
+        try:
+            self._purge_engine(self.client._backend._handle.conn)
+            return self._purge_ok
+        except AttributeError:
+            return False
+        finally:
+            self.lock.release()
+
+    def insert_arrow(self, table: str, tables: list[Any], *, slice_bytes: int | None = None) -> int:
+        """Insert Arrow tables with the same columns; returns the row count. Timestamps are
+        DateTime64(3) columns. Embedded: straight through chDB's ``Python()``, sliced as
+        `insert_columns`; a server gets the rows through `insert_columns`' Native insert."""
         import pyarrow as pa
 
         combined = tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="default")
@@ -211,13 +269,13 @@ class Store:
                 except AttributeError:
                     self._arrow_ok = False
                 else:
-                    self._insert_arrow_table(conn, table, combined)
+                    self._insert_arrow_slices(conn, table, combined, slice_bytes or self.insert_slice_bytes)
                     return n
         times = frozenset(name for name, col in zip(combined.column_names, combined.columns, strict=True)
                           if pa.types.is_timestamp(col.type))
         columns = {name: (col.cast(pa.int64()) if name in times else col).to_pylist()
                    for name, col in zip(combined.column_names, combined.columns, strict=True)}
-        return self.insert_columns(table, columns, times)
+        return self.insert_columns(table, columns, times, slice_bytes=slice_bytes)
 
     def command_over_traces(self, sql: str, tenant: str, trace_ids: Sequence[str]) -> None:
         """Run ``sql``, in which ``{traces}`` stands for a table of ``(tenant, trace_id)`` rows: these
