@@ -19,10 +19,14 @@ content       ``--content-traces`` traces with passage text, then ``GET /api/tra
               read to the end: answer, bytes, peak RSS.
 two-large     two requests of ``--large-mb`` MiB sent at once, ``--rounds`` times, and each alone (``--large-shape``:
               ordinary ragtrace traces, 64 KB string values or attribute-less spans; on a server with
-              ``--max-inflight-bytes`` ``--large-inflight-mb``, default its own): their answers, peak RSS.
+              ``--max-inflight-bytes`` ``--large-inflight-mb``, default its own): their answers, peak RSS
+              (``--timeline``: and RSS with the held bytes every 0.5 s).
 shutdown      SIGTERM with a ``--shutdown-spans``-span request being decoded, then with a slowly read
               ``content=true`` listing in flight, then with an audit running (``--shutdown-timeout``): seconds
               from SIGTERM to exit, exit code, and what the clients got.
+insert-slices what writing one batch holds beyond its rows (each in a fresh process on a fresh embedded store,
+              merges stopped) for each ``--slice-mib`` bound of `ragtrace_store.insert_slices`: a 64 MiB request
+              of 64 KB values and a full batch of ordinary traces; statements and seconds.
 cost          what decoding a body holds at its peak (each in a fresh process, through the collector's
               walk) beside what `ragtrace_collector.request_cost` predicts from its wire bytes, for each shape:
               attribute-less spans, tiny attributes, long arrays, events, 64 KB values, ordinary traces. The
@@ -87,25 +91,57 @@ def rss_mb(pid: int) -> float:
 
 
 class PeakRss:
-    """Samples a process's resident memory every 0.1 s while in use; ``peak`` in MB."""
+    """Samples a process's resident memory every 0.1 s while in use; ``peak`` in MB. With ``url`` it also
+    keeps a timeline: (seconds, RSS MB, the server's ``ragtrace_held_bytes`` in MiB, read by a second thread
+    since a busy server answers /metrics late), printed by `print_timeline`."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, url: str = "") -> None:
         self.pid, self.peak, self._stop = pid, 0.0, threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.url, self.held, self.samples = url, float("nan"), list[tuple[float, float, float]]()
+        self._t0 = time.monotonic()
+        self._threads = [threading.Thread(target=self._run, daemon=True)]
+        if url:
+            self._threads.append(threading.Thread(target=self._read_held, daemon=True))
 
     def _run(self) -> None:
         while not self._stop.is_set():
             with contextlib.suppress(OSError):
-                self.peak = max(self.peak, rss_mb(self.pid))
+                rss = rss_mb(self.pid)
+                self.peak = max(self.peak, rss)
+                if self.url:
+                    self.samples.append((time.monotonic() - self._t0, rss, self.held))
             self._stop.wait(0.1)
 
+    def _read_held(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(httpx.HTTPError, ValueError):
+                text = httpx.get(f"{self.url}/metrics", timeout=5).text
+                found = re.search(r"^ragtrace_held_bytes (\S+)$", text, re.M)
+                self.held = float(found.group(1)) / MiB if found else float("nan")
+            self._stop.wait(0.1)
+
+    def print_timeline(self, rest: float, every: float = 0.5) -> None:
+        """One line per ``every`` seconds in which RSS moved: the highest RSS (and over ``rest``), held MiB."""
+        last = -1.0
+        bucket: list[tuple[float, float, float]] = []
+        for sample in [*self.samples, (float("inf"), 0.0, 0.0)]:
+            if bucket and sample[0] >= bucket[0][0] + every:
+                t, rss, held = max(bucket, key=lambda s: s[1])
+                if abs(rss - last) >= 8:
+                    print(f"  {t:6.1f} s  RSS {rss:6.0f} MB (+{rss - rest:4.0f})  held {held:5.0f} MiB")
+                    last = rss
+                bucket = []
+            bucket.append(sample)
+
     def __enter__(self) -> PeakRss:
-        self._thread.start()
+        for t in self._threads:
+            t.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._thread.join()
+        for t in self._threads:
+            t.join()
 
 
 def log_growth(log_path: Path, since: int) -> str:
@@ -303,13 +339,20 @@ def two_large(a: argparse.Namespace, workdir: Path) -> None:
     args = ["--max-body-bytes", str(max(64 * MiB, len(body) + MiB))]
     if a.large_inflight_mb:
         args += ["--max-inflight-bytes", str(a.large_inflight_mb * MiB)]
-    with collector(workdir, *args) as (proc, url, _log), PeakRss(proc.pid) as peak:
+    with collector(workdir, *args) as (proc, url, _log):
         rest = rss_mb(proc.pid)
-        alone = [httpx.post(f"{url}/v1/traces", content=body, headers=PB, timeout=600).status_code for _ in range(2)]
-        rounds = [_pair(url, body) for _ in range(a.rounds)]
+        with PeakRss(proc.pid, url if a.timeline else "") as peak:
+            alone = [httpx.post(f"{url}/v1/traces", content=body, headers=PB, timeout=600).status_code
+                     for _ in range(2)]
+            rounds = [_pair(url, body) for _ in range(a.rounds)]
+            time.sleep(2 if a.timeline else 0)  # the last rows' insert
         inflight = f"{a.large_inflight_mb} MiB" if a.large_inflight_mb else "its default"
+        bound = a.large_inflight_mb or 512
         print(f"two-large: {len(body) / MiB:.1f} MiB ({a.large_shape}) on --max-inflight-bytes {inflight}: alone "
-              f"{alone}; two at once, {a.rounds} rounds: {rounds}; RSS {rest:.0f} MB at rest, peak {peak.peak:.0f} MB")
+              f"{alone}; two at once, {a.rounds} rounds: {rounds}; RSS {rest:.0f} MB at rest, peak {peak.peak:.0f} MB "
+              f"(rest + {peak.peak - rest:.0f}; the bound {bound} MiB = {bound * MiB / 1e6:.0f} MB)")
+        if a.timeline:
+            peak.print_timeline(rest)
 
 
 def _stop(proc: subprocess.Popen[bytes], limit: float) -> tuple[float, int | None]:
@@ -444,9 +487,62 @@ def cost(a: argparse.Namespace, workdir: Path) -> None:
               f"{unit}; predicted {estimate / MiB:.0f} MiB ({estimate / peak:.2f} x the peak)")
 
 
+_INSERT_MEASURE = """
+import sys, tempfile, time
+sys.path.insert(0, {root!r})
+from tests import hostile_bodies as H, otlp_builders as T
+from ragtrace_collector.metrics import Metrics
+from ragtrace_collector.assemble import assemble_body
+from ragtrace_collector.spool import Spool
+from ragtrace_collector.writer import Writer
+from ragtrace_store import open_store
+
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key):
+            return int(line.split()[1]) * 1024
+
+tmp = tempfile.mkdtemp(prefix="ragtrace-insert-slices-")
+store = open_store(tmp + "/store")
+store.command("SYSTEM STOP MERGES")  # the insert's own memory, not the engine's merges after it
+writer = Writer(store, Spool(tmp + "/spool", max_bytes=1 << 30, fsync=False), Metrics(),
+                insert_slice_bytes={slice_bytes})
+rows = assemble_body({build}, "t", int(time.time() * 1000))
+rest = status("VmRSS")
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")  # the peak (VmHWM) starts again from here
+t0 = time.perf_counter()
+writer._insert([rows])
+took = time.perf_counter() - t0
+print(rows.nbytes, status("VmHWM") - rest, store.insert_statements, took)
+"""
+
+#: (batch, the body's expression in the measuring process)
+_INSERT_SHAPES = [
+    ("a 64 MiB request of 64 KB values", "H.large_values(64 << 20)"),
+    ("8,000 spans of ordinary traces (a full batch)", "T.request([s for docs in [T.corpus(2000, size=1000)] "
+                                                      "for i in range(2000) for s in T.standard_trace(docs, i)"
+                                                      ".spans()]).SerializeToString()"),
+]
+
+
+def insert_slices(a: argparse.Namespace, workdir: Path) -> None:
+    root = str(ROOT)
+    for shape, build in _INSERT_SHAPES:
+        for slice_mib in [int(x) for x in a.slice_mib.split(",")]:
+            slice_bytes = slice_mib * MiB if slice_mib else 1 << 50
+            out = subprocess.run([sys.executable, "-c", _INSERT_MEASURE.format(root=root, build=build,
+                                                                               slice_bytes=slice_bytes)],
+                                 capture_output=True, text=True, timeout=600, check=True).stdout
+            nbytes, peak, statements, took = out.split()
+            bound = f"slices of {slice_mib} MiB" if slice_mib else "one statement per table"
+            print(f"insert-slices: {shape} ({int(nbytes) / MiB:.0f} MiB of rows), {bound}: {statements} statements, "
+                  f"peak +{int(peak) / MiB:.0f} MiB over the rows, {float(took):.2f} s")
+
+
 SCENARIOS: dict[str, Callable[[argparse.Namespace, Path], None]] = {
     "slow-bodies": slow_bodies, "starve": starve, "tiny-spans": tiny_spans, "content": content,
-    "two-large": two_large, "shutdown": shutdown, "cost": cost}
+    "two-large": two_large, "shutdown": shutdown, "cost": cost, "insert-slices": insert_slices}
 
 
 def main() -> None:
@@ -464,6 +560,10 @@ def main() -> None:
     ap.add_argument("--large-shape", choices=["ordinary", "large-values", "tiny-spans"], default="ordinary")
     ap.add_argument("--large-inflight-mb", type=int, default=0, help="the server's --max-inflight-bytes (0: default)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--slice-mib", default="0,8,16,32,64",
+                    help="insert-slices: the slice bounds to measure, MiB (0: none)")
+    ap.add_argument("--timeline", action="store_true",
+                    help="two-large: also print RSS and the held bytes every 0.5 s in which RSS moved")
     ap.add_argument("--shutdown-spans", type=int, default=300_000)
     ap.add_argument("--shutdown-timeout", type=float, default=10.0)
     ap.add_argument("--sigterm-after", type=float, default=3.0)

@@ -123,3 +123,25 @@ def test_the_oldest_waits_for_the_queue_to_drain_at_most_its_wait() -> None:
     assert stuck.reserve(500, 0.2) is Verdict.BUSY  # the store is not taking rows: 429 after the wait
     assert stuck.reserve(1500, 10.0) is Verdict.TOO_LARGE  # could never fit: 413, without waiting
     stuck.close()
+
+
+def test_the_inserts_reserve_is_kept_from_requests_and_their_working_memory_counted() -> None:
+    """The writer's insert needs working memory beside the rows (at most the reserve): requests may
+    take only what leaves it free, so what the collector holds stays within the limit during inserts."""
+    queue = Queue()
+    working = {"now": 0}
+    admission = Admission(1000, lambda: queue.nbytes, working=lambda: working["now"], insert_reserve=250)
+    queue.nbytes = 300  # rows waiting for the store
+    assert admission.fits(450) and not admission.fits(451)  # 300 + 450 + the reserve 250 = 1000
+    assert admission.take(450, 0)
+    assert not admission.take(1, 450)
+    working["now"] = 250  # the insert of the rows runs
+    assert admission.held() == 1000  # body + rows + the insert: within the limit
+    working["now"] = 0
+    queue.nbytes = 0
+    assert admission.take(500, 450)  # alone (nothing queued or being written): the whole limit
+    admission.give_back(950)
+    ticket = admission.open()
+    assert admission.fits(1000) and ticket.take(1000)  # the largest request fits alone
+    ticket.close()
+    assert admission.held() == 0

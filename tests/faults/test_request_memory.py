@@ -11,6 +11,8 @@ against a real `ragtrace serve`.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -108,3 +110,44 @@ def test_the_campaigns_requests_at_full_size(tmp_path: Path) -> None:
         assert sorted(answers) in ([200, 200], [200, 429]), answers
         wait_for(lambda: metric(url, "ragtrace_held_bytes") == 0, 60, "everything held being given back")
     assert "Traceback" not in log.read_text()
+
+
+_COUNTS = """
+import sys
+from ragtrace_store import open_store
+store = open_store(sys.argv[1], migrate=False)
+for table in ("spans", "queries"):
+    t = store.table(table)
+    raw = store.query_rows(f"SELECT count(), uniqExact(trace_id) FROM {t}")[0]
+    final = store.query_rows(f"SELECT count() FROM {t} FINAL")[0][0]
+    print(table, raw[0], final, raw[1])
+"""
+
+
+def test_a_request_of_large_values_is_written_in_slices_within_the_bound(tmp_path: Path) -> None:
+    """Before, one 64 MiB request of 64 KB values took the collector from 367 to 1,279 MB (beyond rest + the
+    512 MiB bound): its rows were charged half of what they hold, the store's insert of them (one statement
+    per table, about three times their bytes) was charged nowhere, and 949 MB stayed mapped after it. Now
+    the insert goes in byte-bounded slices, rows and insert are charged until it is done, and what was
+    freed goes back to the system."""
+    body = H.large_values(64 * MiB - 4096)
+    spans = (64 * MiB - 4096) // (64 * 1024 + 80)
+    with serve(tmp_path) as (url, port, log, pid):
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+        rest = _status_kb(pid, "VmRSS")
+        assert httpx.post(f"{url}/v1/traces", content=body, headers=PB, timeout=60).status_code == 200
+        wait_for(lambda: metric(url, "ragtrace_held_bytes") == 0, 60, "the rows being written")
+        grew_mib = (_status_kb(pid, "VmHWM") - rest) / 1024
+        assert metric(url, "ragtrace_batches_total") == 1
+        # spans and queries, about 67 MB each: several statements each (32 MiB slices: 3 each)
+        assert metric(url, "ragtrace_store_insert_statements_total") >= 6
+        assert grew_mib < 512, grew_mib  # rest + --max-inflight-bytes (measured: about +300)
+        wait_for(lambda: metric(url, "ragtrace_memory_give_backs_total") >= 1, 10, "memory given back")
+        # before, 949 MB (rest + 582) stayed mapped after such a request; now about rest + 60
+        wait_for(lambda: _status_kb(pid, "VmRSS") - rest < 200 * 1024, 20, "RSS back near rest")
+    assert "Traceback" not in log.read_text()
+    out = subprocess.run([sys.executable, "-c", _COUNTS, str(tmp_path / f"store-{port}")], capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    for line in out.splitlines():  # every span (and its query row) exactly once
+        _table, raw, final, distinct = line.split()
+        assert (int(raw), int(final), int(distinct)) == (spans, spans, spans), line

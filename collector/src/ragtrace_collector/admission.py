@@ -20,6 +20,13 @@ reserved (`Ticket.reserve`): a request that could not fit even alone is refused 
 must split it), one that does not fit now with 429. So bodies, decodes and queued rows stay within
 the limit together, whatever the requests' span counts.
 
+The store writer's inserts need working memory of their own beside the rows (the Arrow copy, the
+engine's block and compressed columns: `ragtrace_collector.writer.insert_working_bytes`), bounded by
+slicing large inserts. That bound (``insert_reserve``) is kept out of what bodies, decodes and rows may
+take, and the insert in progress is counted in `held` as it runs; so what the collector holds stays
+within the limit with the inserts too. Only a request alone (nothing else held, nothing queued or being
+written) may use the whole limit, so the largest allowed request always gets through.
+
 Two large requests that each fit alone but not together must not refuse each other forever (each
 holding its body while the other's reservation fails). The oldest request in progress may wait for
 room (`ADMISSION_WAIT_S` at most); any other whose reservation or chunk does not fit is refused
@@ -47,10 +54,14 @@ class Verdict(enum.Enum):
 
 
 class Admission:
-    def __init__(self, limit: int, queued: Callable[[], int], *, clock: Callable[[], float] = time.monotonic) -> None:
-        """``limit``: bytes; ``queued``: the decoded rows waiting for the store, in bytes."""
+    def __init__(self, limit: int, queued: Callable[[], int], *, working: Callable[[], int] = lambda: 0,
+                 insert_reserve: int = 0, clock: Callable[[], float] = time.monotonic) -> None:
+        """``limit``: bytes; ``queued``: the decoded rows waiting for the store or being written, in bytes;
+        ``working``: the working memory of the insert in progress, at most ``insert_reserve``."""
         self.limit = limit
         self.queued = queued
+        self.working = working
+        self.insert_reserve = insert_reserve
         self.clock = clock
         self._lock = threading.Condition()
         self._bodies = 0
@@ -65,10 +76,15 @@ class Admission:
         return self._bodies
 
     def held(self) -> int:
-        """Bodies plus queued rows, read together under the admission lock (two separate gauges
-        can count a request twice as its rows move from its body to the queue)."""
+        """Bodies plus queued rows plus the insert in progress, read together under the admission lock
+        (two separate gauges can count a request twice as its rows move from its body to the queue)."""
         with self._lock:
-            return self._bodies + self.queued()
+            return self._bodies + self.queued() + self.working()
+
+    def _committed(self) -> int:
+        """Bodies and rows, plus what the inserts may need (the reserve) once anything is held."""
+        held = self._bodies + self.queued()
+        return held + self.insert_reserve if held or self.working() else 0
 
     def _kept_for_waiter(self, number: int | None) -> int:
         waiter = self._waiter
@@ -77,7 +93,7 @@ class Admission:
     def fits(self, nbytes: int) -> bool:
         """Whether a request of ``nbytes`` (its Content-Length; 0 when unknown) may start now."""
         with self._lock:
-            held = self._bodies + self.queued()
+            held = self._committed()
             return held == 0 or held + nbytes + self._kept_for_waiter(None) <= self.limit
 
     def take(self, nbytes: int, mine: int) -> bool:
@@ -87,8 +103,10 @@ class Admission:
 
     def _take(self, nbytes: int, mine: int, number: int | None) -> bool:
         with self._lock:
-            held = self._bodies + self.queued()
-            if held + nbytes + self._kept_for_waiter(number) > self.limit and held > mine:
+            held = self._committed()
+            # alone (nothing but this request held, nothing being written): the whole limit
+            alone = self._bodies + self.queued() + self.working() <= mine
+            if held + nbytes + self._kept_for_waiter(number) > self.limit and not alone:
                 return False
             self._bodies += nbytes
             return True
@@ -121,8 +139,9 @@ class Admission:
             deadline = self.clock() + wait_s
             try:
                 while True:
-                    held = self._bodies + self.queued()
-                    if held + nbytes + self._kept_for_waiter(ticket.number) <= self.limit:
+                    held = self._committed()
+                    alone = self._bodies + self.queued() + self.working() <= ticket.held
+                    if alone or held + nbytes + self._kept_for_waiter(ticket.number) <= self.limit:
                         self._bodies += nbytes
                         ticket.held += nbytes
                         return Verdict.OK

@@ -39,13 +39,14 @@ from ragtrace_collector.bounded_decode import decode_within_bound
 from ragtrace_collector.client_errors import ClientErrors
 from ragtrace_collector.guard import RequestGuard
 from ragtrace_collector.ingest import IngestPool
+from ragtrace_collector.memory import GiveBack
 from ragtrace_collector.metrics import Metrics
 from ragtrace_collector.otlp import JSON, OtlpError, encode_response, encode_status, media_type
 from ragtrace_collector.rows import Rows
 from ragtrace_collector.settings import CollectorSettings
 from ragtrace_collector.shutdown import Shutdown, ShutdownGate
 from ragtrace_collector.spool import Spool, SpoolError
-from ragtrace_collector.writer import Backpressure, Writer
+from ragtrace_collector.writer import Backpressure, Writer, insert_slice_bytes, insert_working_bytes
 from ragtrace_store import DEFAULT_TENANT, CursorError, Store, TraceFilter, TraceListing, count_traces, encode_cursor
 from ragtrace_store.status import ping
 
@@ -97,17 +98,24 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
     native_walk.require()
     metrics = metrics or Metrics()
     spool = Spool(settings.spool_path, max_bytes=settings.spool_max_bytes, fsync=settings.spool_fsync)
+    # after a large request or batch, freed memory goes back to the system (memory.py)
+    give_back = GiveBack(store.release_memory, metrics=metrics)
     writer = Writer(store, spool, metrics, batch_max_spans=settings.batch_max_spans,
-                    batch_interval=settings.batch_interval, queue_max_bytes=settings.queue_max_bytes)
+                    batch_interval=settings.batch_interval, queue_max_bytes=settings.queue_max_bytes,
+                    give_back=give_back, insert_slice_bytes=insert_slice_bytes(settings.max_inflight_bytes))
     pool = IngestPool(settings.ingest_workers)
     stop_background = threading.Event()
     errors = ClientErrors(metrics)
     shutdown = Shutdown(settings.shutdown_timeout, errors)
     # Bodies being received or decoded plus rows queued for the store, bounded together (admission.py).
-    admission = Admission(settings.max_inflight_bytes, lambda: writer.held_bytes)
+    # ... and the store inserts' working memory, whose bound is kept out of what requests may take
+    reserve = insert_working_bytes(writer.insert_slice_bytes, writer.insert_slice_bytes)
+    admission = Admission(settings.max_inflight_bytes, lambda: writer.rows_bytes,
+                          working=lambda: writer.working_bytes, insert_reserve=reserve)
     metrics.gauge("ragtrace_inflight_bytes", "request bodies being received or decoded, bytes",
                   lambda: admission.bodies)
-    metrics.gauge("ragtrace_held_bytes", "bodies plus queued rows, the total --max-inflight-bytes bounds, bytes",
+    metrics.gauge("ragtrace_held_bytes", "bodies plus queued rows plus the insert in progress, the total "
+                  "--max-inflight-bytes bounds, bytes",
                   admission.held)
     # At most this many requests decode at once (their working set is a few times the body); the
     # others wait in the executor's queue, holding only their body, not a thread. Always the same
@@ -122,6 +130,7 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
             log.error("cannot start: %s", exc)
             raise
         pool.start()
+        give_back.start()
         threads = [threading.Thread(target=task, args=(store, settings, metrics, stop_background),
                                     name=f"ragtrace-{getattr(task, '__name__', 'task')}", daemon=True)
                    for task in background]
@@ -134,6 +143,7 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
             # within --shutdown-timeout of SIGTERM (shutdown.py): a decode still running is not
             # waited for (its request was cut), the writer flushes for what is left of the timeout
             stop_background.set()
+            give_back.stop()
             decoding.shutdown(wait=False, cancel_futures=True)
             await _within(pool.stop, shutdown.flush_budget())
             clean = await run_in_threadpool(writer.stop, shutdown.flush_budget())
@@ -217,7 +227,9 @@ def create_app(settings: CollectorSettings, store: Store, *, metrics: Metrics | 
                 return _refuse(metrics, mt, exc.status, exc.reason, {"Retry-After": str(exc.retry_after)},
                                errors=errors)
         finally:
+            released = ticket.held
             ticket.close()  # gives back what the request still holds
+            give_back.after(released)  # a large body and its decode: their memory goes back to the system
         metrics.inc("ragtrace_requests_total", code="200")
         return Response(encode_response(mt, rejected, message), status_code=200, media_type=mt)
 

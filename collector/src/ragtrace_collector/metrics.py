@@ -36,6 +36,11 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "ragtrace_rows_written_total": ("rows inserted into the store, by table", ("table",)),
     "ragtrace_batches_total": ("store batches written", ()),
     "ragtrace_batch_failures_total": ("store batch inserts that failed (retried or spooled)", ()),
+    "ragtrace_store_insert_statements_total": ("INSERT statements run for the batches' rows: one per table, or "
+                                               "several for a table's rows beyond the embedded engine's slice bound",
+                                               ()),
+    "ragtrace_memory_give_backs_total": ("times freed memory was handed back to the system after a large request "
+                                         "or batch", ()),
     "ragtrace_spool_replayed_records_total": ("spooled requests replayed into the store", ()),
     "ragtrace_deadletter_records_total": ("requests the store refused as data; kept in spool/deadletter", ()),
     "ragtrace_audit_runs_total": ("periodic audits run (ragtrace serve --audit-every), by tenant and outcome "

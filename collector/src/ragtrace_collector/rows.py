@@ -42,7 +42,10 @@ class Rows:
     dropped_attribute_spans: int = 0
     #: reasons for rejected spans and warnings about dropped attributes, deduplicated
     messages: list[str] = field(default_factory=list)
-    #: approximate memory held, for the writer's bounded queue
+    #: memory held, for the admission bound and the writer's bounded queue: the strings that grow with
+    #: what was sent by their size in memory (a 64 KB query is held in the span's attributes and as the
+    #: query: twice), the rest per row (`spans.SPAN_ROW_BYTES`, `spans.QUERY_ROW_BYTES`, the documents'
+    #: per-row figures of the compiled walk)
     nbytes: int = 0
     #: rows as Arrow tables (columns in `COLUMNS` order), besides the lists: the compiled walk
     #: hands over ``documents`` this way (`ragtrace_collector.native_walk`)

@@ -113,8 +113,11 @@ class CollectorSettings:
     batch_max_spans: int = 8000
     #: ... or this many seconds after its first span arrived ($RAGTRACE_BATCH_INTERVAL)
     batch_interval: float = 0.5
-    #: decoded data waiting for the writer; beyond it requests get 429 ($RAGTRACE_QUEUE_MAX_BYTES)
-    queue_max_bytes: int = 256 * MiB
+    #: decoded rows not yet written; beyond it requests get 429 ($RAGTRACE_QUEUE_MAX_BYTES). They count
+    #: in max_inflight_bytes too, so by default only that bound applies: rows are counted by what they
+    #: hold, and a 64 MiB request of 64 KB values holds 128 MiB of rows (two such back to back, one
+    #: written while the other decodes, must not be refused for this one)
+    queue_max_bytes: int = 512 * MiB
     #: bytes held for clients at once: request bodies being received, what their decodes hold
     #: (counted from the body before it is decoded: `request_cost`), and decoded rows waiting for
     #: the store. A request whose Content-Length does not fit gets 429 before its body is read, one

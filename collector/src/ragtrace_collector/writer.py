@@ -18,6 +18,14 @@ refuses (while others in the batch go in) is data the store cannot take: it is k
 Backpressure: rows waiting for the writer are bounded by ``queue_max_bytes`` (429 beyond it);
 the spool is bounded by its own limit (503 beyond it).
 
+Memory: a batch's rows stay charged (`held_bytes`, which the collector's admission bound reads) until
+its insert is done, with the insert's own working memory beside them (`insert_working_bytes`: the
+embedded engine takes a large insert in byte-bounded slices, `ragtrace_store.insert_slices`, so that is
+bounded whatever the rows' sizes). The rows are dropped as soon as the batch is written, and after a
+large batch the freed memory is handed back to the system (`ragtrace_collector.memory.GiveBack`).
+A sliced insert that fails part-way is retried, isolated or replayed whole, like a failed batch of
+several tables: the slices that went in are written again, which the tables' keys make harmless.
+
 Query roots: after each batch the writer decides which of its roots of priority 1 or 2 are queries
 (`ragtrace_store.query_roots.mark_batch`: from the batch, or by looking up only the traces the batch
 cannot settle), so that readers of queries never walk the roots that are not.
@@ -45,11 +53,13 @@ import orjson
 
 from ragtrace_collector import native_walk
 from ragtrace_collector.assemble import assemble_body
+from ragtrace_collector.memory import GiveBack
 from ragtrace_collector.metrics import Metrics
 from ragtrace_collector.rows import COLUMNS, TIME_COLUMNS, Rows
 from ragtrace_collector.spool import Spool, SpoolError, SpoolFull
 from ragtrace_store import arrow_table
 from ragtrace_store.assembly import STAGE_KINDS
+from ragtrace_store.insert_slices import SLICE_BYTES
 from ragtrace_store.query_roots import mark_batch
 from ragtrace_store.retention import renew_passages
 from ragtrace_store.status import ping
@@ -68,6 +78,27 @@ PASSAGE_REFRESH_S = 6 * 3600.0
 _RENEW_CHUNK = 2000
 _TIMES = TIME_COLUMNS | {"last_seen"}
 _LZ4_MAGIC = b"\x04\x22\x4d\x18"  # LZ4 frame magic; an OTLP request never starts with it
+#: the working memory of an insert, per byte of rows it is given at once (the whole batch, or one slice
+#: of a sliced insert): the Arrow copy, the engine's block, its sort and its compressed columns. Measured
+#: (benchmarks/hostile_server.py --only insert-slices, peak over the rows): the 128 MiB of rows of a
+#: 64 MiB request of 64 KB values +357 MiB in one statement per table, +126 MiB in slices of 32 MiB; a
+#: full batch of ordinary traces (28 MiB of rows, one statement per table) +93 to +129 MiB.
+INSERT_WORKING_FACTOR = 4
+
+
+def insert_working_bytes(batch_bytes: int, slice_bytes: int) -> int:
+    """What inserting a batch of rows estimated at ``batch_bytes`` holds besides the rows, when the store
+    slices inserts at ``slice_bytes`` (0: it does not)."""
+    at_once = min(batch_bytes, slice_bytes) if slice_bytes else batch_bytes
+    return INSERT_WORKING_FACTOR * at_once
+
+
+def insert_slice_bytes(limit: int) -> int:
+    """The slice bound of the writer's inserts under a memory bound of ``limit`` bytes: the store's own
+    (`ragtrace_store.insert_slices.SLICE_BYTES`), or smaller under a small bound, so that an insert's
+    working memory (`insert_working_bytes`, at most `INSERT_WORKING_FACTOR` slices) is at most a
+    quarter of the bound: 32 MiB and 128 MiB under the default 512 MiB."""
+    return max(64 * 1024, min(SLICE_BYTES, limit // (4 * INSERT_WORKING_FACTOR)))
 
 
 class Backpressure(Exception):
@@ -90,9 +121,10 @@ class _Item:
 
 class Writer:
     def __init__(self, store: Any, spool: Spool, metrics: Metrics, *, batch_max_spans: int = 8000,
-                 batch_interval: float = 0.5, queue_max_bytes: int = 256 * 1024 * 1024,
+                 batch_interval: float = 0.5, queue_max_bytes: int = 512 * 1024 * 1024,
                  probe_interval: float = 0.5, probe_max_interval: float = 5.0,
-                 passage_refresh: float = PASSAGE_REFRESH_S) -> None:
+                 passage_refresh: float = PASSAGE_REFRESH_S, give_back: GiveBack | None = None,
+                 insert_slice_bytes: int = SLICE_BYTES) -> None:
         native_walk.require()  # the spool's replay walks requests: never dead-letter them for want of it
         self.store = store
         self.spool = spool
@@ -105,7 +137,11 @@ class Writer:
         self._cond = threading.Condition()
         self._queue: deque[_Item] = deque()
         self._queued_spans = 0
-        self._held_bytes = 0  # queued + in flight
+        self._held_bytes = 0  # queued + in flight + the insert's working memory
+        self._working = 0  # the insert's working memory, while a batch is written
+        self.give_back = give_back
+        #: the slice bound of this writer's inserts (the store's, or smaller: `insert_slice_bytes`)
+        self.insert_slice_bytes = insert_slice_bytes
         self._busy = False
         self._stopping = False
         self._down = False
@@ -138,8 +174,19 @@ class Writer:
         return not self._down
 
     @property
-    def held_bytes(self) -> int:
+    def rows_bytes(self) -> int:
         """Decoded rows queued or being written, bytes (estimated by the assembly)."""
+        return self._held_bytes - self._working
+
+    @property
+    def working_bytes(self) -> int:
+        """The working memory of the insert in progress, bytes (`insert_working_bytes`)."""
+        return self._working
+
+    @property
+    def held_bytes(self) -> int:
+        """Decoded rows queued or being written (estimated by the assembly), and the working memory of
+        the insert in progress, bytes."""
         return self._held_bytes
 
     def admit(self, nbytes: int) -> None:
@@ -147,8 +194,9 @@ class Writer:
         with self._cond:
             if self._stopping:
                 raise Backpressure(503, 5, "the collector is shutting down; retry another replica")
-            if self._held_bytes and self._held_bytes + nbytes > self.queue_max_bytes:
-                raise Backpressure(429, 1, f"the store writer is behind ({self._held_bytes} bytes queued, "
+            rows = self._held_bytes - self._working  # the queue bound is on rows; admission counts both
+            if rows and rows + nbytes > self.queue_max_bytes:
+                raise Backpressure(429, 1, f"the store writer is behind ({rows} bytes queued, "
                                            f"limit {self.queue_max_bytes}, RAGTRACE_QUEUE_MAX_BYTES)")
 
     def submit(self, tenant: str, received_ms: int, body: bytes, rows: Rows,
@@ -224,7 +272,10 @@ class Writer:
                     self._replay_one()
                 items = self._gather()
                 if items:
-                    self._write(items)
+                    freed = self._write(items)
+                    del items  # the rows go now, not when the next batch has been gathered
+                    if self.give_back is not None:
+                        self.give_back.after(freed)
                     continue
                 with self._cond:
                     if self._stopping and not self._queue:
@@ -257,15 +308,24 @@ class Writer:
                 items.append(item)
             self._queued_spans -= spans
             self._busy = True
+            # charged before the insert starts, so admission sees it while the insert runs
+            self._working = insert_working_bytes(sum(i.rows.nbytes for i in items), self.insert_slice_bytes)
+            self._held_bytes += self._working
             return items
 
-    def _release(self, items: list[_Item]) -> None:
+    def _release(self, items: list[_Item]) -> int:
+        """The batch is written (or spooled): its rows and the insert's working memory are no longer
+        held. Returns the rows' bytes."""
         with self._cond:
-            self._held_bytes -= sum(i.rows.nbytes for i in items)
+            freed = sum(i.rows.nbytes for i in items)
+            self._held_bytes -= freed + self._working
+            self._working = 0
             self._busy = False
             self._cond.notify_all()
+        return freed
 
-    def _write(self, items: list[_Item]) -> None:
+    def _write(self, items: list[_Item]) -> int:
+        """Write a batch (see the module doc); returns the bytes its rows held."""
         try:
             self._insert([i.rows for i in items])
         except Exception as exc:
@@ -273,18 +333,16 @@ class Writer:
             if not self._probe():
                 log.warning("store unreachable (%s); spooling until it returns", _short(exc))
                 self._go_down()
-                self._release(items)
-                return
+                return self._release(items)
             if len(items) == 1 or not self._isolate(items):
                 log.warning("store refuses writes (%s); spooling until it accepts them", _short(exc))
                 self._go_down()
-                self._release(items)
-                return
+                return self._release(items)
         counts: dict[int, int] = {}
         for i in items:
             counts[i.seg] = counts.get(i.seg, 0) + 1
         self.spool.done(counts)
-        self._release(items)
+        return self._release(items)
 
     def _isolate(self, items: list[_Item]) -> bool:
         """Write requests one by one. False if none went in (the store, not the data, is at fault)."""
@@ -329,14 +387,18 @@ class Writer:
             if not cols[COLUMNS[table][0]] and not tables:
                 continue
             t0 = time.perf_counter()
+            statements = getattr(self.store, "insert_statements", 0)
             if tables:  # the walk's Arrow tables (documents); list rows of the same table join them: one insert
                 if cols[COLUMNS[table][0]]:
                     tables = [*tables, arrow_table(cols, _TIMES)]
-                n = self.store.insert_arrow(table, tables)
+                n = self.store.insert_arrow(table, tables, slice_bytes=self.insert_slice_bytes)
             else:
-                n = self.store.insert_columns(table, cols, _TIMES)
+                n = self.store.insert_columns(table, cols, _TIMES, slice_bytes=self.insert_slice_bytes)
             self.metrics.inc("ragtrace_store_insert_seconds_sum", time.perf_counter() - t0)
             self.metrics.inc("ragtrace_store_insert_seconds_count")
+            # the embedded store counts its statements (slices); a server's insert is one
+            self.metrics.inc("ragtrace_store_insert_statements_total",
+                             max(1, getattr(self.store, "insert_statements", 0) - statements))
             self.metrics.inc("ragtrace_rows_written_total", n, table=table)
         # which of the batch's other roots are queries (the SDK's are marked by the store itself):
         # after the spans and queries, so what the batch cannot settle is found in the store
