@@ -110,7 +110,7 @@ class GiveBack:
                 self.give_back_now()
             except Exception:  # never let the thread die over a failed trim
                 log.exception("giving memory back failed")
-            time.sleep(self.interval)
+            time.sleep(self.interval)  # the rate limit: work asked for meanwhile waits for the next round
 
     def give_back_now(self) -> None:
         """glibc's ``malloc_trim(0)``, Arrow's pool, then the engine's."""
