@@ -21,7 +21,7 @@ import httpx
 from ragtrace_collector.serving import EVICT_AFTER_S, MAX_HELD
 from tests import otlp_builders as T
 
-from ._serve import connect, metric, serve, wait_for
+from ._serve import connect, metric, read_until_closed, serve, wait_for
 
 PB = {"content-type": "application/x-protobuf"}
 #: the routes of the campaign, and the OTLP receiver, each with the media type it takes
@@ -48,11 +48,9 @@ def _trickle(conns: dict[socket.socket, str], seconds: float, every: float) -> d
         for key, _ in sel.select(timeout=0.1):
             s = key.fileobj
             assert isinstance(s, socket.socket)
-            try:
-                data = s.recv(65536)
-            except OSError:
-                data = b""
-            answers[conns[s]] = (data, time.monotonic() - t0)
+            after = time.monotonic() - t0
+            # the whole answer: its head and body may arrive in separate reads
+            answers[conns[s]] = (read_until_closed(s, 5)[0], after)
             sel.unregister(s)
         if time.monotonic() >= next_byte:
             next_byte += every
