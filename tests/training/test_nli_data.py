@@ -98,3 +98,19 @@ def test_an_epoch_keeps_its_quotas_and_is_the_same_for_the_same_seed() -> None:
     fever1 = {p.hypothesis for p in data.epoch(1) if p.source == "fever"}
     assert len(fever0 & fever1) < 0.2 * len(fever0)
     assert all(m["shippable"] == "true" and len(m["sha256"]) == 64 for m in data.manifest())
+
+
+@pytest.mark.shared_data
+def test_a_second_stage_scales_one_source_without_touching_the_others_balance() -> None:
+    if not NLI_DATA.exists():
+        pytest.skip(f"reference data not present at {NLI_DATA} (only in the development checkout)")
+    data = TrainingData(NLI_DATA, SHIPPABLE, seed=13, scale={"fever": 0.25, "mnli": 1.5, "near-copies": 0.4})
+    counts = Counter((p.source, p.label) for p in data.epoch(0) if not p.source.startswith("near-copy"))
+    assert counts[("fever", "entailment")] == counts[("fever", "contradiction")] == 3500
+    # a quota above the pool repeats it: every MultiNLI pair once, half of them twice
+    assert counts[("mnli", "entailment")] == round(6709 * 1.5)
+    assert counts[("snli", "neutral")] == EPOCH_QUOTA["snli"]["neutral"]
+    near = sum(p.source.startswith("near-copy") for p in data.epoch(0))
+    assert 0 < near <= round(11000 * 0.4)
+    with pytest.raises(ValueError, match="cannot scale"):
+        TrainingData(NLI_DATA, SHIPPABLE, scale={"feverr": 2.0})
