@@ -262,7 +262,8 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"{run_dir} was started with other settings {diff}; use another --run name")
     else:
         cfg_path.write_text(json.dumps(config, indent=2) + "\n")
-    trainer = Trainer(run_dir, {**config, "runs_dir": str(args.runs_dir), "threads": args.threads, "checkpoint_every": args.checkpoint_every,
+    trainer = Trainer(run_dir, {**config, "runs_dir": str(args.runs_dir), "threads": args.threads,
+                                "checkpoint_every": args.checkpoint_every,
                                 "log_every": args.log_every, "check_limit": args.check_limit})
     resumed = trainer.load()
     log(f"{'resumed' if resumed else 'started'} run {args.run} at step {trainer.step}/{trainer.total_steps} "
