@@ -282,12 +282,12 @@ def main(argv: list[str] | None = None) -> int:
 def parse_scale(items: list[str]) -> dict[str, float]:
     out = {}
     for item in items:
-        name, sep, value = item.partition("=")
+        name, _, value = item.partition("=")
         try:
             out[name] = float(value)
         except ValueError:
-            sep = ""
-        if not sep or out[name] < 0:
+            out[name] = -1.0
+        if out[name] < 0:
             raise SystemExit(f"--scale {item!r}: expected SOURCE=X with X >= 0, e.g. mnli=2")
     return out
 

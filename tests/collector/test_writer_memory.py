@@ -149,7 +149,7 @@ def test_a_slice_that_fails_part_way_is_replayed_and_every_span_stored_once(
 def _wait(cond: Any, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while not cond() and time.monotonic() < deadline:
-        time.sleep(0.01)
+        time.sleep(0.01)  # a poll step: the wait ends as soon as the condition holds
     return bool(cond())
 
 
