@@ -49,11 +49,16 @@ def test_periodic_audit_rates_on_metrics(tmp_path: Path) -> None:
                                 cwd=REPO, env=_env(), stdout=log, stderr=subprocess.STDOUT)
         try:
             otlp.wait_until_ready(url, proc, log_path, timeout=60, token=TOKEN)
-            # an older release first (its spans start earlier), then the one the bound keeps
+            # an older release (its spans start 20 ms earlier: within one window, but never in the same
+            # millisecond, where the tie would go to the release name), then the one the bound keeps
+            now = time.time_ns()
             older = [s for tr in scenario("old").values() for s in _spec(os.urandom(16).hex(), tr).spans()]  # type: ignore[attr-defined]
-            time.sleep(0.002)  # the two sets within one window, the older one's spans earlier
             traces = scenario("met")
             spans = [s for tr in traces.values() for s in _spec(os.urandom(16).hex(), tr).spans()]  # type: ignore[attr-defined]
+            for s in older:
+                s.start_ns = now - 20_000_000
+            for s in spans:
+                s.start_ns = now
             request = otlp.request(older, service="qa", release="r-old")
             request.resource_spans.extend(otlp.request(spans, service="qa", release="r-metrics").resource_spans)
             sent = httpx.post(f"{url}/v1/traces", content=request.SerializeToString(), timeout=30,
