@@ -148,6 +148,8 @@ def measure_collector(bodies: list[bytes], n_traces: int, clients: int, workdir:
             time.sleep(0.05)  # the collector is another process: poll its metrics
         base_q = metric(url, "ragtrace_rows_written_total{table=\"queries\"}")
         base_d = metric(url, "ragtrace_rows_written_total{table=\"documents\"}")
+        counted = ("ragtrace_batches_total", "ragtrace_store_insert_statements_total", "ragtrace_memory_give_backs_total")
+        base_counts = {name: metric(url, name) for name in counted}
         cpu0 = cpu_seconds(proc.pid)
         client0 = time.process_time()
         t0 = time.perf_counter()
@@ -159,8 +161,11 @@ def measure_collector(bodies: list[bytes], n_traces: int, clients: int, workdir:
         elapsed = time.perf_counter() - t0
         user, system = (b - a for a, b in zip(cpu0, cpu_seconds(proc.pid), strict=True))
         docs = metric(url, "ragtrace_rows_written_total{table=\"documents\"}") - base_d
+        # what the writer did: batches, INSERT statements (an insert cut into slices counts each), give-backs
+        work = {name.removeprefix("ragtrace_"): metric(url, name) - base_counts[name] for name in counted}
         out: dict[str, Any] = {"seconds": elapsed, "acked_seconds": acked, "doc_rows": docs, "client_cpu": client_cpu,
-                               "rss_mb_after": rss_mb(proc.pid), "cpu_user": user, "cpu_system": system}
+                               "rss_mb_after": rss_mb(proc.pid), "cpu_user": user, "cpu_system": system,
+                               "work": work}
         if overload > 0:
             out.update(overload_phase(url, proc.pid, bodies, overload))
         return out
@@ -499,6 +504,7 @@ def main() -> None:
               f"{col['cpu_system'] * 1e6 / a.traces:,.0f} system, all threads: "
               f"{cpu / col['seconds']:.2f} cores busy; the load generator used "
               f"{col['client_cpu'] / col['acked_seconds']:.2f} cores)")
+        print("writer:    " + ", ".join(f"{v:,.0f} {k}" for k, v in col["work"].items()))
         print(f"limit:     {a.traces / limit_s:,.0f} traces/s (protobuf parse {lim['parse_seconds'] * 1e3:.0f} ms + "
               f"Arrow insert {lim['insert_seconds'] * 1e3:.0f} ms for the same rows)")
         print(f"ratio:     {(a.traces / col['seconds']) / (a.traces / limit_s):.1%} of the limit")
