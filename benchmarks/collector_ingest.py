@@ -148,7 +148,8 @@ def measure_collector(bodies: list[bytes], n_traces: int, clients: int, workdir:
             time.sleep(0.05)  # the collector is another process: poll its metrics
         base_q = metric(url, "ragtrace_rows_written_total{table=\"queries\"}")
         base_d = metric(url, "ragtrace_rows_written_total{table=\"documents\"}")
-        counted = ("ragtrace_batches_total", "ragtrace_store_insert_statements_total", "ragtrace_memory_give_backs_total")
+        counted = ("ragtrace_batches_total", "ragtrace_store_insert_statements_total",
+                   "ragtrace_memory_give_backs_total")
         base_counts = {name: metric(url, name) for name in counted}
         cpu0 = cpu_seconds(proc.pid)
         client0 = time.process_time()
